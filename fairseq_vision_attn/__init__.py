@@ -1,0 +1,17 @@
+"""fairseq-vision-attn: where and how much an attention model looks, as a fairseq plugin.
+
+Loaded with ``--user-dir fairseq_vision_attn`` (or by import), it registers the model family
+``vision_attn_lstm`` with its architectures, the task ``translation_vision_attn`` and the
+package's criteria. See README.md for the map of files to papers.
+"""
+
+from ._checkpoint_compat import allow_fairseq_checkpoint_globals
+from .errors import VisionAttnError, install_excepthook
+
+allow_fairseq_checkpoint_globals()
+install_excepthook()
+
+from . import attention, criterions, models, tasks  # noqa: E402,F401  (registration)
+
+__version__ = "0.1.0"
+__all__ = ["VisionAttnError", "__version__"]

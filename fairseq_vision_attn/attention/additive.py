@@ -1,0 +1,75 @@
+"""Additive (Bahdanau) attention: the ``lstm_global`` baseline of every paper.
+
+    score(h_{t-1}, h_s) = v_a^T tanh(W_a [h_{t-1}; h_s])        (Shu & Nakayama Eq. 3)
+                        = v_a^T tanh(W_q h_{t-1} + U_a h_s)
+    a_t(s) = softmax_s score(h_{t-1}, h_s)                     (Eq. 2)
+    c_t = sum_s a_t(s) h_s                                     (Eq. 1)
+
+The keys U_a h_s are computed once per sentence (:meth:`AdditiveScorer.keys`) and cached, as
+Shu & Nakayama do; a step costs one ``batch x src_len x attn_dim`` tanh. Batch-major.
+"""
+
+import torch
+from torch import Tensor, nn
+
+from ..errors import positive_int
+from .base import Attention, AttentionStep, masked_softmax, source_lengths
+from .registry import register_attention
+
+
+class AdditiveScorer(nn.Module):
+    """The score function of Eq. 3, split into a cached key part and a per-step query part.
+
+    Shared by every mechanism that scores with Eq. 3 (global, local-p, flexible, SACT), so that
+    a change to the score function changes all of them alike.
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, attn_dim: int):
+        super().__init__()
+        self.query_proj = nn.Linear(query_dim, attn_dim, bias=False)  # W_q
+        self.key_proj = nn.Linear(key_dim, attn_dim, bias=True)  # U_a (bias: b_a)
+        self.v = nn.Linear(attn_dim, 1, bias=False)  # v_a
+
+    def keys(self, keys_in: Tensor) -> Tensor:
+        """keys_in: batch x src_len x key_dim -> batch x src_len x attn_dim."""
+        return self.key_proj(keys_in)
+
+    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
+        """query: batch x query_dim; keys: batch x n x attn_dim -> scores: batch x n."""
+        q = self.query_proj(query).unsqueeze(1)  # batch x 1 x attn_dim
+        return self.v(torch.tanh(keys + q)).squeeze(-1)  # batch x n
+
+
+def attention_dim(args, query_dim):
+    """``--attention-dim``, defaulting to the decoder's hidden size."""
+    return getattr(args, "attention_dim", None) or query_dim
+
+
+@register_attention("additive")
+class GlobalAttention(Attention):
+    """Soft attention over every source position (Bahdanau et al. 2014)."""
+
+    def __init__(self, args, query_dim, key_dim, embed_dim):
+        super().__init__(args, query_dim, key_dim, embed_dim)
+        self.scorer = AdditiveScorer(query_dim, key_dim, attention_dim(args, query_dim))
+
+    @staticmethod
+    def add_args(parser):
+        parser.add_argument("--attention-dim", type=positive_int, metavar="N",
+                            help="size of the additive score's hidden layer (W_a, U_a); "
+                                 "default: decoder hidden size")
+
+    def precompute(self, keys_in, src_pad, summary=None):
+        return {
+            "values": keys_in,
+            "keys": self.scorer.keys(keys_in),
+            "src_pad": src_pad,
+            "src_len": source_lengths(src_pad).to(keys_in.dtype),  # batch
+        }
+
+    def step(self, query, cache, state, prev_embed):
+        scores = self.scorer.scores(query, cache["keys"])  # batch x src_len
+        weights = masked_softmax(scores, cache["src_pad"])  # batch x src_len
+        context = torch.bmm(weights.unsqueeze(1), cache["values"]).squeeze(1)  # batch x key_dim
+        # every real position is scored: the window is the whole sentence (Shu Table 1)
+        return AttentionStep(context, weights, state, {"window_size": cache["src_len"]})

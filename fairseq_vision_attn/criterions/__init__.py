@@ -1,0 +1,1 @@
+"""Criteria of the package (flexible-attention and latency-augmented losses) register here."""

@@ -1,0 +1,108 @@
+"""User-facing errors and the validators that raise them.
+
+Every invalid flag or input this package detects raises :class:`VisionAttnError` with a
+one-line message that names the flag and the valid values. When the package is loaded
+through ``--user-dir``, :func:`install_excepthook` makes an uncaught ``VisionAttnError``
+(also one that fairseq re-raised as a generic ``Exception``) print that line and exit
+with status 2, like an argparse error, instead of a traceback from deep inside fairseq.
+Any other exception keeps Python's normal traceback.
+"""
+
+import argparse
+import math
+import sys
+
+
+class VisionAttnError(ValueError):
+    """An invalid flag value, input or checkpoint, described in one line."""
+
+
+def _find_ours(exc):
+    """Return the first VisionAttnError in ``exc``'s cause/context chain, or None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, VisionAttnError):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def install_excepthook():
+    """Print our errors as one line (``fairseq-vision-attn: error: ...``) and exit 2."""
+    if getattr(sys.excepthook, "_vision_attn", False):
+        return
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        ours = _find_ours(exc)
+        if ours is None:
+            previous(exc_type, exc, tb)
+            return
+        sys.stderr.write(f"fairseq-vision-attn: error: {ours}\n")
+        sys.stderr.flush()
+        # sys.exit is not allowed inside an excepthook; the interpreter is exiting anyway.
+        import os
+
+        os._exit(2)
+
+    hook._vision_attn = True
+    sys.excepthook = hook
+
+
+# ---------------------------------------------------------------------------------------
+# argparse ``type=`` validators: argparse turns their ArgumentTypeError into
+# "error: argument --flag: <message>" with exit status 2 and no traceback.
+# ---------------------------------------------------------------------------------------
+
+
+def positive_int(text):
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def positive_float(text):
+    """A finite float > 0; ``inf`` is allowed only where :func:`positive_float_or_inf` is used."""
+    value = _parse_float(text)
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
+    return value
+
+
+def positive_float_or_inf(text):
+    value = _parse_float(text)
+    if math.isnan(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0 (or 'inf'), got {text!r}")
+    return value
+
+
+def non_negative_float(text):
+    value = _parse_float(text)
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number >= 0, got {text!r}")
+    return value
+
+
+def probability(text):
+    value = _parse_float(text)
+    if not (0.0 <= value < 1.0):
+        raise argparse.ArgumentTypeError(f"expected a probability in [0, 1), got {text!r}")
+    return value
+
+
+def _parse_float(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+
+
+def check(condition, message):
+    """Raise :class:`VisionAttnError` with ``message`` unless ``condition`` holds."""
+    if not condition:
+        raise VisionAttnError(message)

@@ -1,0 +1,41 @@
+"""Registered architectures: presets of the one model family that pick the attention.
+
+Each preset sets a few ``getattr`` defaults and then calls :func:`base_architecture`, as
+fairseq's ``lstm.py`` does. Later mechanisms add their presets here.
+"""
+
+from fairseq.models import register_model_architecture
+
+from .lstm_attention import MODEL_NAME, base_architecture
+
+
+@register_model_architecture(MODEL_NAME, "lstm_noattn")
+def lstm_noattn(args):
+    """Britz et al.'s "No Att": the decoder sees only the encoder's final state."""
+    args.attention = getattr(args, "attention", None) or "none"
+    base_architecture(args)
+
+
+@register_model_architecture(MODEL_NAME, "lstm_global")
+def lstm_global(args):
+    """Additive (Bahdanau) attention over every source position."""
+    args.attention = getattr(args, "attention", None) or "additive"
+    base_architecture(args)
+
+
+@register_model_architecture(MODEL_NAME, "lstm_local")
+def lstm_local(args):
+    """Luong local-p attention, window 2D+1 (``--local-window-d``, default 10)."""
+    args.attention = getattr(args, "attention", None) or "local"
+    base_architecture(args)
+
+
+@register_model_architecture(MODEL_NAME, "lstm_global_shu")
+def lstm_global_shu(args):
+    """Shu & Nakayama's sizes: 1000-d embeddings and LSTMs, a 600-unit layer before the softmax."""
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", None) or 1000
+    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", None) or 1000
+    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", None) or 1000
+    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", None) or 1000
+    args.decoder_out_embed_dim = getattr(args, "decoder_out_embed_dim", None) or 600
+    lstm_global(args)

@@ -1,0 +1,356 @@
+"""One LSTM encoder-decoder for every mechanism; only the attention module differs.
+
+Layout: the encoder's outputs are **batch-major** (``batch x src_len x dim``, right-padded)
+unlike fairseq's own ``lstm`` (time-major), because every attention module and the
+incremental state are batch-major: beam search reorders them all with ``index_select(0, .)``.
+Padding masks are True at padding.
+
+Decoder step t (Bahdanau order, SPEC sec. 2)::
+
+    q   = h_{t-1}                                    # top decoder layer's previous state
+    c_t = attention.step(q, cache, state, emb(y_{t-1}))
+    h_t = LSTM([emb(y_{t-1}); c_t], h_{t-1})
+    out = W_o tanh(W_r [h_t; c_t; emb(y_{t-1})])     # --decoder-out-embed-dim wide
+
+The initial decoder state is h_0 = tanh(W_init e), c_0 = 0 per layer, where e is the encoder's
+final state (forward direction at the last real token; for a bidirectional encoder, the
+backward direction at the first token): Bahdanau et al.'s initialisation.
+"""
+
+import argparse
+from typing import Dict, List
+
+import torch
+from fairseq import utils
+from fairseq.models import (
+    FairseqEncoder,
+    FairseqEncoderDecoderModel,
+    FairseqIncrementalDecoder,
+    register_model,
+)
+from torch import Tensor, nn
+
+from ..attention import add_attention_args, attention_choices, build_attention
+from ..errors import VisionAttnError, positive_int, probability
+
+MODEL_NAME = "vision_attn_lstm"
+
+
+def str2bool(text):
+    lowered = str(text).lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+@register_model(MODEL_NAME)
+class VisionAttnLSTMModel(FairseqEncoderDecoderModel):
+    """LSTM encoder-decoder whose attention is chosen by ``--attention`` (see :mod:`..attention`)."""
+
+    @staticmethod
+    def add_args(parser):
+        # fmt: off
+        parser.add_argument("--attention", choices=attention_choices(), metavar="NAME",
+                            help="attention mechanism: " + ", ".join(attention_choices()))
+        parser.add_argument("--dropout", type=probability, metavar="D",
+                            help="dropout probability (default for all dropout flags)")
+        parser.add_argument("--encoder-embed-dim", type=positive_int, metavar="N",
+                            help="encoder embedding dimension")
+        parser.add_argument("--encoder-embed-path", type=str, metavar="STR",
+                            help="path to pre-trained encoder embedding")
+        parser.add_argument("--encoder-hidden-size", type=positive_int, metavar="N",
+                            help="encoder LSTM hidden size (per direction)")
+        parser.add_argument("--encoder-layers", type=positive_int, metavar="N",
+                            help="number of encoder LSTM layers")
+        parser.add_argument("--encoder-bidirectional", type=str2bool, nargs="?", const=True,
+                            metavar="BOOL", help="bidirectional encoder (true/false); "
+                            "streaming archs require false")
+        parser.add_argument("--encoder-dropout-in", type=probability, metavar="D",
+                            help="dropout on the encoder's input embeddings")
+        parser.add_argument("--encoder-dropout-out", type=probability, metavar="D",
+                            help="dropout on the encoder's outputs (and between layers)")
+        parser.add_argument("--decoder-embed-dim", type=positive_int, metavar="N",
+                            help="decoder embedding dimension")
+        parser.add_argument("--decoder-embed-path", type=str, metavar="STR",
+                            help="path to pre-trained decoder embedding")
+        parser.add_argument("--decoder-hidden-size", type=positive_int, metavar="N",
+                            help="decoder LSTM hidden size")
+        parser.add_argument("--decoder-layers", type=positive_int, metavar="N",
+                            help="number of decoder LSTM layers")
+        parser.add_argument("--decoder-out-embed-dim", type=positive_int, metavar="N",
+                            help="width of the tanh layer before the softmax (Shu: 600)")
+        parser.add_argument("--decoder-dropout-in", type=probability, metavar="D",
+                            help="dropout on the decoder's input embeddings")
+        parser.add_argument("--decoder-dropout-out", type=probability, metavar="D",
+                            help="dropout on the decoder's outputs (and between layers)")
+        parser.add_argument("--share-decoder-input-output-embed", action="store_true",
+                            help="tie the decoder's input and output embeddings "
+                                 "(needs --decoder-out-embed-dim == --decoder-embed-dim)")
+        # fmt: on
+        add_attention_args(parser)
+
+    @classmethod
+    def build_model(cls, args, task):
+        """Build a new model instance (called by fairseq-train and checkpoint loading)."""
+        base_architecture(args)
+        validate_args(args)
+        src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
+        encoder_embed = load_or_build_embedding(args.encoder_embed_path, src_dict, args.encoder_embed_dim)
+        decoder_embed = load_or_build_embedding(args.decoder_embed_path, tgt_dict, args.decoder_embed_dim)
+        encoder = LSTMEncoder(args, src_dict, encoder_embed)
+        decoder = AttentionLSTMDecoder(args, tgt_dict, decoder_embed, encoder.output_dim)
+        model = cls(encoder, decoder)
+        model.arch_name = getattr(args, "arch", MODEL_NAME)
+        return model
+
+    @property
+    def attention(self):
+        return self.decoder.attention
+
+    def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
+        """Load weights, turning an architecture mismatch into one clear error."""
+        own, theirs = set(self.state_dict()), set(state_dict)
+        if strict and own != theirs:
+            missing, unexpected = sorted(own - theirs), sorted(theirs - own)
+            raise VisionAttnError(
+                f"checkpoint does not match --arch {getattr(self, 'arch_name', '?')} with "
+                f"--attention {self.decoder.attention.registry_name}: "
+                f"missing {missing[:3]}{'...' if len(missing) > 3 else ''}, "
+                f"unexpected {unexpected[:3]}{'...' if len(unexpected) > 3 else ''}; "
+                "load it with the arch and attention it was trained with"
+            )
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+
+
+def validate_args(args):
+    """Cross-flag checks that argparse cannot do (single flags are checked by their types)."""
+    if args.share_decoder_input_output_embed and args.decoder_out_embed_dim != args.decoder_embed_dim:
+        raise VisionAttnError(
+            "--share-decoder-input-output-embed needs --decoder-out-embed-dim "
+            f"({args.decoder_out_embed_dim}) == --decoder-embed-dim ({args.decoder_embed_dim})"
+        )
+    if args.attention not in attention_choices():
+        raise VisionAttnError(
+            f"--attention: unknown mechanism {args.attention!r}; valid choices: "
+            + ", ".join(attention_choices())
+        )
+
+
+def load_or_build_embedding(path, dictionary, dim):
+    embedding = nn.Embedding(len(dictionary), dim, padding_idx=dictionary.pad())
+    nn.init.uniform_(embedding.weight, -0.1, 0.1)
+    nn.init.constant_(embedding.weight[dictionary.pad()], 0)
+    if path:
+        embed_dict = utils.parse_embedding(path)
+        utils.load_embedding(embed_dict, dictionary, embedding)
+    return embedding
+
+
+class LSTMEncoder(FairseqEncoder):
+    """Embeddings -> (bi)LSTM. Outputs batch-major, right-padded states."""
+
+    def __init__(self, args, dictionary, embed_tokens):
+        super().__init__(dictionary)
+        self.padding_idx = dictionary.pad()
+        self.embed_tokens = embed_tokens
+        self.dropout_in = nn.Dropout(args.encoder_dropout_in)
+        self.dropout_out = nn.Dropout(args.encoder_dropout_out)
+        self.bidirectional = args.encoder_bidirectional
+        self.hidden_size = args.encoder_hidden_size
+        self.lstm = nn.LSTM(
+            input_size=embed_tokens.embedding_dim,
+            hidden_size=args.encoder_hidden_size,
+            num_layers=args.encoder_layers,
+            dropout=args.encoder_dropout_out if args.encoder_layers > 1 else 0.0,
+            bidirectional=self.bidirectional,
+            batch_first=True,
+        )
+        self.output_dim = args.encoder_hidden_size * (2 if self.bidirectional else 1)
+
+    def forward(self, src_tokens: Tensor, src_lengths: Tensor, **kwargs):
+        """src_tokens: batch x src_len (left- or right-padded); src_lengths: batch."""
+        src_tokens = utils.convert_padding_direction(src_tokens, self.padding_idx, left_to_right=True)
+        src_pad = src_tokens.eq(self.padding_idx)  # batch x src_len, True = padding
+        lengths = (~src_pad).long().sum(1)
+        x = self.dropout_in(self.embed_tokens(src_tokens))  # batch x src_len x embed
+        packed = nn.utils.rnn.pack_padded_sequence(
+            x, lengths.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False
+        )
+        packed_out, _ = self.lstm(packed)
+        states, _ = nn.utils.rnn.pad_packed_sequence(
+            packed_out, batch_first=True, total_length=src_tokens.size(1)
+        )  # batch x src_len x output_dim
+        states = self.dropout_out(states)
+        return {
+            "encoder_out": [states],
+            "encoder_padding_mask": [src_pad],
+            "encoder_summary": [self.summary(states, lengths)],
+            "src_lengths": [lengths],
+        }
+
+    def summary(self, states: Tensor, lengths: Tensor) -> Tensor:
+        """Final state: forward half at the last real token (+ backward half at token 1)."""
+        last = (lengths - 1).clamp(min=0)  # batch
+        forward = states[torch.arange(states.size(0), device=states.device), last]  # batch x out
+        if not self.bidirectional:
+            return forward
+        return torch.cat([forward[:, : self.hidden_size], states[:, 0, self.hidden_size :]], dim=-1)
+
+    def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor):
+        return {key: [t.index_select(0, new_order) for t in value] for key, value in encoder_out.items()}
+
+    def max_positions(self):
+        return int(1e5)
+
+
+class AttentionLSTMDecoder(FairseqIncrementalDecoder):
+    """Stacked LSTMCell decoder; the attention module is whatever ``--attention`` names."""
+
+    def __init__(self, args, dictionary, embed_tokens, encoder_output_dim):
+        super().__init__(dictionary)
+        self.embed_tokens = embed_tokens
+        embed_dim = embed_tokens.embedding_dim
+        self.hidden_size = args.decoder_hidden_size
+        self.num_layers = args.decoder_layers
+        self.dropout_in = nn.Dropout(args.decoder_dropout_in)
+        self.dropout_out = nn.Dropout(args.decoder_dropout_out)
+        self.attention = build_attention(
+            args.attention, args, query_dim=self.hidden_size, key_dim=encoder_output_dim, embed_dim=embed_dim
+        )
+        ctx_dim = self.attention.context_dim
+        self.layers = nn.ModuleList(
+            nn.LSTMCell(embed_dim + ctx_dim if i == 0 else self.hidden_size, self.hidden_size)
+            for i in range(self.num_layers)
+        )
+        self.init_proj = nn.Linear(encoder_output_dim, self.hidden_size * self.num_layers)
+        self.readout = nn.Linear(self.hidden_size + ctx_dim + embed_dim, args.decoder_out_embed_dim)  # W_r
+        if args.share_decoder_input_output_embed:
+            self.output_projection = nn.Linear(embed_dim, len(dictionary), bias=False)
+            self.output_projection.weight = embed_tokens.weight
+        else:
+            self.output_projection = nn.Linear(args.decoder_out_embed_dim, len(dictionary))  # W_o
+        #: optional callable(extras) the task sets to collect per-step statistics in search
+        self.step_observer = None
+
+    # -- state ------------------------------------------------------------------------------
+
+    def _initial_state(self, encoder_out):
+        states = encoder_out["encoder_out"][0]  # batch x src_len x enc_dim
+        src_pad = encoder_out["encoder_padding_mask"][0]  # batch x src_len
+        summary = encoder_out["encoder_summary"][0]  # batch x enc_dim
+        h0 = torch.tanh(self.init_proj(summary)).chunk(self.num_layers, dim=-1)  # layers x (batch x H)
+        hidden = {f"h{i}": h for i, h in enumerate(h0)}
+        hidden.update({f"c{i}": torch.zeros_like(h) for i, h in enumerate(h0)})
+        cache = self.attention.precompute(states, src_pad, summary)
+        attn_state = self.attention.init_state(cache)
+        return hidden, cache, attn_state
+
+    @staticmethod
+    def _pack(hidden, cache, attn_state):
+        flat = {f"hidden.{k}": v for k, v in hidden.items()}
+        flat.update({f"cache.{k}": v for k, v in cache.items() if v is not None})
+        flat.update({f"state.{k}": v for k, v in attn_state.items()})
+        return flat
+
+    @staticmethod
+    def _unpack(flat):
+        parts = {"hidden": {}, "cache": {}, "state": {}}
+        for key, value in flat.items():
+            group, name = key.split(".", 1)
+            parts[group][name] = value
+        return parts["hidden"], parts["cache"], parts["state"]
+
+    def reorder_incremental_state(self, incremental_state, new_order):
+        flat = self.get_incremental_state(incremental_state, "cached_state")
+        if flat is None:
+            return
+        reordered = {k: v.index_select(0, new_order) for k, v in flat.items() if v is not None}
+        self.set_incremental_state(incremental_state, "cached_state", reordered)
+
+    # -- forward ----------------------------------------------------------------------------
+
+    def forward(self, prev_output_tokens, encoder_out=None, incremental_state=None, **kwargs):
+        features, extra = self.extract_features(prev_output_tokens, encoder_out, incremental_state)
+        return self.output_layer(features), extra
+
+    def extract_features(self, prev_output_tokens, encoder_out, incremental_state=None, **kwargs):
+        """prev_output_tokens: batch x tgt_len -> features: batch x tgt_len x out_embed_dim.
+
+        Returns ``(features, extra)`` with ``extra["attn"] = [batch x tgt_len x src_len]`` (or
+        ``[None]``) and ``extra["attention_extras"]``: each per-step statistic stacked over time
+        (``batch x tgt_len`` or ``batch x tgt_len x src_len``).
+        """
+        flat = None
+        if incremental_state is not None:
+            flat = self.get_incremental_state(incremental_state, "cached_state")
+        if flat is not None:
+            prev_output_tokens = prev_output_tokens[:, -1:]
+            hidden, cache, attn_state = self._unpack(flat)
+        else:
+            hidden, cache, attn_state = self._initial_state(encoder_out)
+
+        embeds = self.dropout_in(self.embed_tokens(prev_output_tokens))  # batch x tgt_len x E
+        contexts, tops, weights, extras = [], [], [], []
+        for t in range(embeds.size(1)):
+            step = self.attention.step(hidden[f"h{self.num_layers - 1}"], cache, attn_state, embeds[:, t])
+            attn_state = step.state
+            layer_input = torch.cat([embeds[:, t], step.context], dim=-1)
+            for i, cell in enumerate(self.layers):
+                h, c = cell(layer_input, (hidden[f"h{i}"], hidden[f"c{i}"]))
+                hidden[f"h{i}"], hidden[f"c{i}"] = h, c
+                layer_input = self.dropout_out(h)
+            tops.append(layer_input)
+            contexts.append(step.context)
+            weights.append(step.weights)
+            extras.append(step.extras)
+            if self.step_observer is not None and not self.training:
+                self.step_observer(step.extras)
+
+        if incremental_state is not None:
+            self.set_incremental_state(incremental_state, "cached_state", self._pack(hidden, cache, attn_state))
+
+        tops = torch.stack(tops, dim=1)  # batch x tgt_len x H
+        contexts = torch.stack(contexts, dim=1)  # batch x tgt_len x ctx
+        features = torch.tanh(self.readout(torch.cat([tops, contexts, embeds], dim=-1)))
+        features = self.dropout_out(features)  # batch x tgt_len x out_embed_dim
+        attn = None if weights[0] is None else torch.stack(weights, dim=1)  # batch x tgt x src
+        stacked = {key: torch.stack([e[key] for e in extras], dim=1) for key in extras[0]}
+        return features, {"attn": [attn], "attention_extras": stacked}
+
+    def output_layer(self, features, **kwargs):
+        return self.output_projection(features)
+
+    def max_positions(self):
+        return int(1e5)
+
+
+def base_architecture(args):
+    """Defaults shared by every arch; presets in :mod:`.architectures` call this last."""
+    args.attention = getattr(args, "attention", None) or "additive"
+    args.dropout = getattr(args, "dropout", None)
+    if args.dropout is None:
+        args.dropout = 0.1
+    args.encoder_embed_dim = getattr(args, "encoder_embed_dim", None) or 256
+    args.encoder_embed_path = getattr(args, "encoder_embed_path", None)
+    args.encoder_hidden_size = getattr(args, "encoder_hidden_size", None) or args.encoder_embed_dim
+    args.encoder_layers = getattr(args, "encoder_layers", None) or 1
+    if getattr(args, "encoder_bidirectional", None) is None:
+        args.encoder_bidirectional = True
+    args.encoder_dropout_in = _or(getattr(args, "encoder_dropout_in", None), args.dropout)
+    args.encoder_dropout_out = _or(getattr(args, "encoder_dropout_out", None), args.dropout)
+    args.decoder_embed_dim = getattr(args, "decoder_embed_dim", None) or 256
+    args.decoder_embed_path = getattr(args, "decoder_embed_path", None)
+    args.decoder_hidden_size = getattr(args, "decoder_hidden_size", None) or args.decoder_embed_dim
+    args.decoder_layers = getattr(args, "decoder_layers", None) or 1
+    args.decoder_out_embed_dim = getattr(args, "decoder_out_embed_dim", None) or 256
+    args.decoder_dropout_in = _or(getattr(args, "decoder_dropout_in", None), args.dropout)
+    args.decoder_dropout_out = _or(getattr(args, "decoder_dropout_out", None), args.dropout)
+    args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", False)
+    args.attention_dim = getattr(args, "attention_dim", None)
+    args.local_window_d = getattr(args, "local_window_d", None) or 10
+
+
+def _or(value, default):
+    return default if value is None else value

@@ -1,0 +1,89 @@
+"""Score fairseq-generate outputs with sacrebleu and print one table, one row per system.
+
+    python -m fairseq_vision_attn.report NAME=GEN_OUTPUT[:STATS_JSONL] ... [--tokenize none]
+
+GEN_OUTPUT is fairseq-generate's stdout (``H-``/``D-`` and ``T-`` lines). The optional
+STATS_JSONL is its ``--stats-output``; each per-sentence number (``src_len``, ``AL`` ...) is
+averaged over sentences and each per-token list (``window_sizes`` ...) over tokens.
+"""
+
+import argparse
+import json
+import sys
+from collections import defaultdict
+
+import sacrebleu
+
+
+def read_generate_output(path, hypothesis_prefix="D"):
+    """Return (hypotheses, references) ordered by sentence id."""
+    hyps, refs = {}, {}
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            fields = line.rstrip("\n").split("\t")
+            tag, _, index = fields[0].partition("-")
+            if not index.isdigit():
+                continue
+            if tag == hypothesis_prefix:
+                hyps[int(index)] = fields[2] if len(fields) > 2 else ""
+            elif tag == "T":
+                refs[int(index)] = fields[1] if len(fields) > 1 else ""
+    ids = sorted(hyps)
+    missing = [i for i in ids if i not in refs]
+    if missing:
+        raise SystemExit(f"{path}: no reference (T- line) for sentence ids {missing[:5]}")
+    return [hyps[i] for i in ids], [refs[i] for i in ids]
+
+
+def average_stats(path):
+    """Average each statistic of a --stats-output file (see module docstring)."""
+    sums, counts = defaultdict(float), defaultdict(int)
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line)
+            for key, value in row.items():
+                if key == "id":
+                    continue
+                if isinstance(value, list):
+                    sums[key] += sum(value)
+                    counts[key] += len(value)
+                elif isinstance(value, (int, float)):
+                    sums[key] += value
+                    counts[key] += 1
+    return {key: sums[key] / counts[key] for key in sums if counts[key]}
+
+
+def score(gen_path, tokenize="none"):
+    hyps, refs = read_generate_output(gen_path)
+    return sacrebleu.corpus_bleu(hyps, [refs], tokenize=tokenize).score
+
+
+def format_table(rows, columns):
+    header = ["system", "BLEU"] + columns
+    lines = ["\t".join(header)]
+    for name, bleu, stats in rows:
+        cells = [name, f"{bleu:.2f}"] + [f"{stats[c]:.2f}" if c in stats else "-" for c in columns]
+        lines.append("\t".join(cells))
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("systems", nargs="+", metavar="NAME=GEN[:STATS]")
+    parser.add_argument("--tokenize", default="none", help="sacrebleu tokenizer (default: none)")
+    args = parser.parse_args(argv)
+    rows, columns = [], []
+    for spec in args.systems:
+        name, sep, paths = spec.partition("=")
+        if not sep:
+            parser.error(f"expected NAME=GEN_OUTPUT[:STATS_JSONL], got {spec!r}")
+        gen_path, _, stats_path = paths.partition(":")
+        stats = average_stats(stats_path) if stats_path else {}
+        columns += [c for c in stats if c not in columns]
+        rows.append((name, score(gen_path, args.tokenize), stats))
+    print(format_table(rows, columns))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

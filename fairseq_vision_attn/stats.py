@@ -1,0 +1,124 @@
+"""Per-sentence and corpus statistics of decoding (window sizes, later delays, temperatures).
+
+Two sources, both fed by the attention modules' per-step ``extras``:
+
+- **search statistics** (:class:`SearchStats`): every decoder step of the search, over every
+  live beam hypothesis. Shu & Nakayama (sec. 5) average the window size this way ("further
+  averaged over the number of hypotheses considered in each step").
+- **sentence statistics** (:func:`forced_statistics`): the chosen hypothesis re-scored with
+  teacher forcing. The decoder is deterministic given the prefix, so this gives exactly the
+  values the search computed along the chosen hypothesis, one per target token, EOS included.
+"""
+
+import json
+import math
+from collections import defaultdict
+from typing import Dict, List
+
+import torch
+from torch import Tensor
+
+#: extras key -> JSON key of the per-sentence list in --stats-output
+LIST_NAMES = {"window_size": "window_sizes", "temperature": "temperatures", "delay": "delays"}
+
+
+def list_name(key: str) -> str:
+    return LIST_NAMES.get(key, key)
+
+
+class SearchStats:
+    """Running sums of each per-step statistic over all hypotheses the search considered."""
+
+    def __init__(self):
+        self.sums = defaultdict(float)
+        self.counts = defaultdict(int)
+
+    def observe(self, extras: Dict[str, Tensor]):
+        for key, value in extras.items():
+            if value.dim() == 1:  # batch (per hypothesis); batch x src_len extras are skipped
+                self.sums[key] += float(value.float().sum())
+                self.counts[key] += value.numel()
+
+    def means(self) -> Dict[str, float]:
+        return {key: self.sums[key] / self.counts[key] for key in self.sums if self.counts[key]}
+
+
+class CorpusStats:
+    """Averages over written sentences: lengths and the mean of each per-token statistic."""
+
+    def __init__(self):
+        self.sentences = 0
+        self.sums = defaultdict(float)  # per-sentence scalars (src_len, hypo_len, AL, ...)
+        self.step_sums = defaultdict(float)  # per-token lists, summed over all tokens
+        self.step_counts = defaultdict(int)
+
+    def add(self, row: dict):
+        self.sentences += 1
+        for key, value in row.items():
+            if key == "id":
+                continue
+            if isinstance(value, list):
+                self.step_sums[key] += float(sum(value))
+                self.step_counts[key] += len(value)
+            elif isinstance(value, (int, float)) and math.isfinite(value):
+                self.sums[key] += float(value)
+
+    def summary(self) -> Dict[str, float]:
+        out = {key: total / self.sentences for key, total in self.sums.items()} if self.sentences else {}
+        for key, total in self.step_sums.items():
+            if self.step_counts[key]:
+                out[f"mean {key}"] = total / self.step_counts[key]
+        return out
+
+
+@torch.no_grad()
+def forced_statistics(model, sample, hypo_tokens: List[Tensor]) -> List[Dict[str, list]]:
+    """Re-run the decoder on each sentence's chosen hypothesis and return its per-step lists.
+
+    Args:
+        model: a :class:`VisionAttnLSTMModel` (eval mode).
+        sample: the fairseq batch the hypotheses were generated from.
+        hypo_tokens: one 1-D tensor per sentence of the batch (target tokens, EOS last).
+
+    Returns:
+        one dict per sentence: ``{list_name(key): [value per target token]}``.
+    """
+    decoder = model.decoder
+    eos, pad = decoder.dictionary.eos(), decoder.dictionary.pad()
+    lengths = [len(t) for t in hypo_tokens]
+    prev = torch.full((len(hypo_tokens), max(lengths)), pad, dtype=torch.long)
+    for i, tokens in enumerate(hypo_tokens):
+        prev[i, 0] = eos
+        prev[i, 1 : lengths[i]] = tokens[: lengths[i] - 1].cpu()
+    prev = prev.to(sample["net_input"]["src_tokens"].device)
+
+    observer, decoder.step_observer = decoder.step_observer, None
+    try:
+        encoder_out = model.encoder(sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"])
+        _, extra = decoder(prev, encoder_out=encoder_out)
+    finally:
+        decoder.step_observer = observer
+    rows = []
+    for i, n in enumerate(lengths):
+        rows.append(
+            {
+                list_name(key): [round(float(v), 4) for v in value[i, :n].float().tolist()]
+                for key, value in extra["attention_extras"].items()
+                if value.dim() == 2
+            }
+        )
+    return rows
+
+
+def format_summary(corpus: CorpusStats, search: SearchStats) -> str:
+    """One line for the end of fairseq-generate."""
+    parts = [f"sentences {corpus.sentences}"]
+    for key, value in corpus.summary().items():
+        parts.append(f"{key} {value:.3f}")
+    for key, value in search.means().items():
+        parts.append(f"beam-avg {key} {value:.3f}")
+    return "| vision-attn stats: " + " | ".join(parts)
+
+
+def write_row(handle, row: dict):
+    handle.write(json.dumps(row, ensure_ascii=False) + "\n")

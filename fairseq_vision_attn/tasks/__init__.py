@@ -1,0 +1,1 @@
+from . import translation_vision_attn  # noqa: F401  (registration side effects)

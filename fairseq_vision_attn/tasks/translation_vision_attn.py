@@ -1,0 +1,99 @@
+"""``--task translation_vision_attn``: fairseq's translation task plus this package's
+generation-time flags.
+
+fairseq-generate and fairseq-interactive accept new flags only through a task, so this task
+owns every decoding option of the package (``--stats-output`` here; the vision-span threshold,
+simultaneous decoding and wait-k lagging in later mechanisms). Training with it is identical to
+``--task translation``.
+
+``--stats-output FILE`` writes one JSON line per generated sentence::
+
+    {"id": 3, "src_len": 9, "hypo_len": 10, "window_sizes": [9.0, ...], ...}
+
+``src_len`` and ``hypo_len`` count real tokens and EOS (fairseq appends EOS to both sides);
+each per-step list has one value per target token, the EOS step included (see
+:mod:`..stats`). At the end of the run one line of corpus averages is printed after BLEU.
+"""
+
+import atexit
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+from fairseq.tasks import register_task
+from fairseq.tasks.translation import TranslationConfig, TranslationTask
+
+from ..errors import VisionAttnError
+from ..stats import CorpusStats, SearchStats, format_summary, forced_statistics, write_row
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class TranslationVisionAttnConfig(TranslationConfig):
+    stats_output: Optional[str] = field(
+        default=None,
+        metadata={"help": "write one JSON line of decoding statistics per generated sentence here"},
+    )
+
+
+def open_stats_output(path):
+    """Open ``--stats-output`` for writing, or explain why it cannot be."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise VisionAttnError(f"--stats-output {path}: directory {directory} does not exist")
+    try:
+        return open(path, "w", encoding="utf-8")
+    except OSError as err:
+        raise VisionAttnError(f"--stats-output {path}: cannot be written ({err.strerror})") from None
+
+
+@register_task("translation_vision_attn", dataclass=TranslationVisionAttnConfig)
+class TranslationVisionAttnTask(TranslationTask):
+    cfg: TranslationVisionAttnConfig
+
+    def __init__(self, cfg, src_dict, tgt_dict):
+        super().__init__(cfg, src_dict, tgt_dict)
+        self.stats_handle = open_stats_output(cfg.stats_output) if cfg.stats_output else None
+        self.corpus_stats = CorpusStats()
+        self.search_stats = SearchStats()
+        self._summary_registered = False
+
+    def build_generator(self, models, args, **kwargs):
+        for model in models:
+            decoder = getattr(model, "decoder", None)
+            if hasattr(decoder, "step_observer"):
+                decoder.step_observer = self.search_stats.observe
+        return super().build_generator(models, args, **kwargs)
+
+    def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
+        hypos = super().inference_step(generator, models, sample, prefix_tokens, constraints)
+        self._record(models[0], sample, hypos)
+        return hypos
+
+    def _record(self, model, sample, hypos):
+        if not self._summary_registered:
+            atexit.register(self._print_summary)
+            self._summary_registered = True
+        best = [h[0]["tokens"] for h in hypos]
+        per_step = forced_statistics(model, sample, best) if _is_ours(model) else [{}] * len(best)
+        src_lengths = sample["net_input"]["src_lengths"].tolist()
+        for i, sample_id in enumerate(sample["id"].tolist()):
+            row = {"id": sample_id, "src_len": int(src_lengths[i]), "hypo_len": len(best[i])}
+            row.update(per_step[i])
+            self.corpus_stats.add(row)
+            if self.stats_handle is not None:
+                write_row(self.stats_handle, row)
+        if self.stats_handle is not None:
+            self.stats_handle.flush()
+
+    def _print_summary(self):
+        if self.corpus_stats.sentences:
+            print(format_summary(self.corpus_stats, self.search_stats), flush=True)
+        if self.stats_handle is not None:
+            self.stats_handle.close()
+
+
+def _is_ours(model):
+    return hasattr(getattr(model, "decoder", None), "step_observer")

@@ -1,0 +1,111 @@
+"""One contract, run over every registered architecture (hence every attention mechanism)."""
+
+import pytest
+import torch
+
+from fairseq_vision_attn.attention import ATTENTION_REGISTRY
+
+from .conftest import build_model, our_archs, random_batch
+
+ARCHS = our_archs()
+LENGTHS = [7, 3, 5, 1]
+
+
+def forward(model, src, lengths, prev):
+    encoder_out = model.encoder(src, lengths)
+    return model.decoder(prev, encoder_out=encoder_out)
+
+
+def test_every_mechanism_has_an_arch():
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    used = set()
+    for arch in ARCHS:
+        used.add(build_model(arch).decoder.attention.registry_name)
+    assert used == set(ATTENTION_REGISTRY), f"mechanisms without an arch: {set(ATTENTION_REGISTRY) - used}"
+    assert {"lstm_noattn", "lstm_global", "lstm_local"} <= set(ARCH_CONFIG_REGISTRY)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_shapes_and_padding(arch):
+    model = build_model(arch)
+    src, lengths, prev = random_batch(model, LENGTHS)
+    logits, extra = forward(model, src, lengths, prev)
+    assert logits.shape == (len(LENGTHS), prev.size(1), len(model.decoder.dictionary))
+    attn = extra["attn"][0]
+    if attn is None:
+        assert model.decoder.attention.registry_name == "none"
+        return
+    assert attn.shape == (len(LENGTHS), prev.size(1), max(LENGTHS))
+    # the encoder right-aligns nothing: states are right-padded, so padding is at the end
+    for i, length in enumerate(LENGTHS):
+        assert torch.all(attn[i, :, length:] == 0), "padding received attention weight"
+    assert torch.all(attn >= 0)
+    sums = attn.sum(-1)
+    if getattr(model.decoder.attention, "weights_sum_to_one", True):
+        torch.testing.assert_close(sums, torch.ones_like(sums))
+    else:
+        assert torch.all(sums <= 1 + 1e-5) and torch.all(sums > 0)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_sentence_does_not_depend_on_batch_padding(arch):
+    model = build_model(arch)
+    src, lengths, prev = random_batch(model, LENGTHS)
+    batched, _ = forward(model, src, lengths, prev)
+    for i, length in enumerate(LENGTHS):
+        alone, _ = forward(model, src[i : i + 1, -length:], lengths[i : i + 1], prev[i : i + 1])
+        torch.testing.assert_close(batched[i], alone[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_gradients_reach_every_parameter(arch):
+    model = build_model(arch).train()
+    src, lengths, prev = random_batch(model, LENGTHS)
+    logits, _ = forward(model, src, lengths, prev)
+    logits.log_softmax(-1).sum().backward()
+    for name, param in model.named_parameters():
+        assert param.grad is not None, f"{name} got no gradient"
+        assert param.grad.abs().sum() > 0, f"{name} got a zero gradient"
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_incremental_equals_full_forward(arch):
+    model = build_model(arch)
+    src, lengths, prev = random_batch(model, LENGTHS)
+    full, full_extra = forward(model, src, lengths, prev)
+    encoder_out = model.encoder(src, lengths)
+    state = {}
+    for t in range(prev.size(1)):
+        step, extra = model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+        torch.testing.assert_close(step[:, 0], full[:, t], rtol=1e-5, atol=1e-5)
+        for key, value in extra["attention_extras"].items():
+            torch.testing.assert_close(value[:, 0], full_extra["attention_extras"][key][:, t])
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_reorder_incremental_state_follows_the_beam(arch):
+    """Decoding a permuted batch equals permuting the decoded batch, mid-sentence."""
+    model = build_model(arch)
+    src, lengths, prev = random_batch(model, LENGTHS)
+    full, _ = forward(model, src, lengths, prev)
+    order = torch.tensor([2, 2, 0, 3])
+    encoder_out = model.encoder(src, lengths)
+    state = {}
+    for t in range(3):  # steps 0..2 in the original order
+        model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+    model.decoder.reorder_incremental_state(state, order)
+    encoder_out = model.encoder.reorder_encoder_out(encoder_out, order)
+    step, _ = model.decoder(prev[order, :4], encoder_out=encoder_out, incremental_state=state)
+    torch.testing.assert_close(step[:, 0], full[order, 3], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_step_statistic_has_one_value_per_token(arch):
+    model = build_model(arch)
+    src, lengths, prev = random_batch(model, LENGTHS)
+    _, extra = forward(model, src, lengths, prev)
+    stats = extra["attention_extras"]
+    assert "window_size" in stats
+    for key, value in stats.items():
+        assert value.shape[:2] == prev.shape, key
