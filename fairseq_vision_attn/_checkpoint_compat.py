@@ -1,7 +1,8 @@
 """Let torch >= 2.6 (``weights_only=True`` by default) load fairseq checkpoints.
 
 fairseq's checkpoints pickle the legacy ``argparse.Namespace`` of a model's flags and, with
-``--eval-bleu`` or ``--best-checkpoint-metric bleu``, numpy scalars. fairseq imports the
+``--eval-bleu`` or ``--best-checkpoint-metric bleu``, numpy scalars and arrays (the
+BLEU counts in the saved meters). fairseq imports the
 ``--user-dir`` package before it loads any checkpoint (fairseq-generate, fairseq-interactive,
 resumed training), so allow-listing exactly these globals here is enough: the weights-only
 check stays on for everything else.
@@ -14,12 +15,12 @@ import torch
 
 
 def _numpy_globals():
-    found = [np.dtype]
+    found = [np.dtype, np.ndarray]
     try:  # numpy >= 2
-        from numpy._core.multiarray import scalar
+        from numpy._core.multiarray import _reconstruct, scalar
     except ImportError:  # numpy 1.x
-        from numpy.core.multiarray import scalar
-    found.append(scalar)
+        from numpy.core.multiarray import _reconstruct, scalar
+    found += [scalar, _reconstruct]
     dtypes = getattr(np, "dtypes", None)
     if dtypes is not None:
         for name in ("Float64DType", "Float32DType", "Int64DType", "Int32DType", "BoolDType"):

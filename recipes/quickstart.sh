@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-outputs/quickstart}
-EPOCHS=${EPOCHS:-6}
+EPOCHS=${EPOCHS:-8}
 ARCHS=${ARCHS:-"lstm_noattn lstm_global lstm_local"}
 THREADS=${THREADS:-2}
 export OMP_NUM_THREADS=$THREADS
@@ -27,7 +27,7 @@ for arch in $ARCHS; do
   fairseq-train "$OUT/data-bin" --user-dir fairseq_vision_attn --task translation_vision_attn \
     --arch "$arch" --encoder-embed-dim 64 --encoder-hidden-size 64 --decoder-embed-dim 64 \
     --decoder-hidden-size 128 --decoder-out-embed-dim 64 --dropout 0.0 --local-window-d 3 \
-    --optimizer adam --lr 0.005 --clip-norm 3 --max-tokens 3000 --max-epoch "$EPOCHS" \
+    --optimizer adam --lr 0.005 --clip-norm 3 --max-tokens 1000 --max-epoch "$EPOCHS" \
     --criterion cross_entropy --seed 1 --cpu --num-workers 0 \
     --save-dir "$OUT/checkpoints/$arch" --no-epoch-checkpoints --no-last-checkpoints \
     --log-format simple --log-interval 50 > "$OUT/train.$arch.log" 2>&1 \

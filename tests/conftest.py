@@ -71,12 +71,12 @@ def random_batch(model, lengths, tgt_len=6, seed=0, left_pad=True):
     return src, torch.tensor(lengths), prev
 
 
-def run_cli(args, cwd, check=True, timeout=600):
+def run_cli(args, cwd, check=True, timeout=600, input=None):
     """Run a real console script (fairseq-train ...) from the repository environment."""
     exe = shutil.which(args[0], path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     proc = subprocess.run([exe or args[0], *args[1:]], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout, input=input)
     if check and proc.returncode != 0:
         raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
                              f"{proc.stderr[-5000:]}")

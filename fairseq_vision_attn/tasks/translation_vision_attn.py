@@ -60,6 +60,21 @@ class TranslationVisionAttnTask(TranslationTask):
         self.search_stats = SearchStats()
         self._summary_registered = False
 
+    def get_batch_iterator(self, dataset, *args, **kwargs):
+        """As fairseq's, but never drops sentences outside training.
+
+        fairseq 0.12.3 (``data_utils.batch_by_size``) discards the last batch when its size is
+        not a multiple of ``--required-batch-size-multiple`` (default 8), so fairseq-generate and
+        validation would silently skip up to 7 sentences. Only the training subset keeps the
+        multiple (it is a speed setting there).
+        """
+        if dataset is not self.datasets.get(self.cfg.train_subset):
+            if len(args) > 4:  # passed positionally: (max_tokens, max_sentences, max_positions,
+                args = (*args[:4], 1, *args[5:])  # ignore_invalid_inputs, multiple, ...)
+            else:
+                kwargs["required_batch_size_multiple"] = 1
+        return super().get_batch_iterator(dataset, *args, **kwargs)
+
     def build_generator(self, models, args, **kwargs):
         for model in models:
             decoder = getattr(model, "decoder", None)
@@ -79,7 +94,11 @@ class TranslationVisionAttnTask(TranslationTask):
         best = [h[0]["tokens"] for h in hypos]
         per_step = forced_statistics(model, sample, best) if _is_ours(model) else [{}] * len(best)
         src_lengths = sample["net_input"]["src_lengths"].tolist()
-        for i, sample_id in enumerate(sample["id"].tolist()):
+        if "id" in sample:
+            ids = sample["id"].tolist()
+        else:  # fairseq-interactive: sentences numbered in input order
+            ids = list(range(self.corpus_stats.sentences, self.corpus_stats.sentences + len(best)))
+        for i, sample_id in enumerate(ids):
             row = {"id": sample_id, "src_len": int(src_lengths[i]), "hypo_len": len(best[i])}
             row.update(per_step[i])
             self.corpus_stats.add(row)

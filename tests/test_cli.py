@@ -1,0 +1,125 @@
+"""End to end through the real command lines: preprocess, train, generate, interactive, resume.
+
+Each model is tiny and trains one short epoch: these tests check behaviour (flags parse,
+checkpoints load under torch >= 2.6, statistics are written), not quality.
+"""
+
+import json
+
+import pytest
+import torch
+
+from .conftest import REPO, our_archs, run_cli
+
+pytestmark = pytest.mark.slow
+
+SMALL = ["--encoder-embed-dim", "16", "--encoder-hidden-size", "16", "--decoder-embed-dim", "16",
+         "--decoder-hidden-size", "16", "--decoder-out-embed-dim", "16", "--dropout", "0.1"]
+
+
+def train_args(data_bin, save_dir, arch, *extra):
+    return ["fairseq-train", str(data_bin / "data-bin"), "--user-dir", "fairseq_vision_attn",
+            "--task", "translation_vision_attn", "--arch", arch, *SMALL, "--local-window-d", "2",
+            "--optimizer", "adam", "--lr", "0.003", "--max-tokens", "400", "--max-epoch", "1",
+            "--cpu", "--num-workers", "0", "--seed", "3", "--save-dir", str(save_dir),
+            "--no-epoch-checkpoints", "--log-format", "simple", *extra]
+
+
+def generate_args(data_bin, checkpoint, *extra):
+    return ["fairseq-generate", str(data_bin / "data-bin"), "--user-dir", "fairseq_vision_attn",
+            "--task", "translation_vision_attn", "--path", str(checkpoint), "--gen-subset", "test",
+            "--beam", "3", "--batch-size", "5", "--cpu", *extra]
+
+
+@pytest.fixture(scope="module")
+def trained(toy_data_bin, tmp_path_factory):
+    """arch -> checkpoint directory, each trained one epoch through fairseq-train."""
+    out = {}
+    for arch in our_archs():
+        save_dir = tmp_path_factory.mktemp(arch)
+        run_cli(train_args(toy_data_bin, save_dir, arch), cwd=REPO)
+        out[arch] = save_dir
+    return out
+
+
+@pytest.mark.parametrize("arch", our_archs())
+def test_generate_writes_statistics(arch, trained, toy_data_bin, tmp_path):
+    stats_path = tmp_path / "stats.jsonl"
+    proc = run_cli(generate_args(toy_data_bin, trained[arch] / "checkpoint_best.pt",
+                                 "--stats-output", str(stats_path)), cwd=REPO)
+    assert "BLEU4" in proc.stdout
+    summary = [line for line in proc.stdout.splitlines() if line.startswith("| vision-attn stats")]
+    assert len(summary) == 1 and "src_len" in summary[0] and "window_size" in summary[0]
+    rows = [json.loads(line) for line in stats_path.read_text().splitlines()]
+    assert sorted(r["id"] for r in rows) == list(range(12))
+    hypos = {int(line.split("\t")[0][2:]): line.split("\t")[2].split()
+             for line in proc.stdout.splitlines() if line.startswith("H-")}
+    for row in rows:
+        assert row["hypo_len"] == len(hypos[row["id"]]) + 1  # + EOS
+        assert len(row["window_sizes"]) == row["hypo_len"]
+        assert all(0 <= w <= row["src_len"] for w in row["window_sizes"])
+        if arch == "lstm_global":
+            assert row["window_sizes"] == [row["src_len"]] * row["hypo_len"]
+
+
+def test_interactive_reads_piped_input(trained, toy_data_bin):
+    cmd = ["fairseq-interactive", str(toy_data_bin / "data-bin"), "--user-dir", "fairseq_vision_attn",
+           "--task", "translation_vision_attn", "--source-lang", "src", "--target-lang", "tgt",
+           "--path", str(trained["lstm_global"] / "checkpoint_best.pt"), "--beam", "2", "--cpu",
+           "--buffer-size", "4"]
+    proc = run_cli(cmd, cwd=REPO, input="t1 t2 t3\nt4 t5\nt9 t8 t7 t6 t5\n")
+    assert sum(line.startswith("H-") for line in proc.stdout.splitlines()) == 3
+
+
+def test_resume_after_eval_bleu_checkpoint(toy_data_bin, tmp_path):
+    """numpy values (--eval-bleu) and argparse.Namespace load under weights_only torch.load."""
+    bleu = ["--eval-bleu", "--eval-bleu-args", '{"beam": 1}', "--best-checkpoint-metric", "bleu",
+            "--maximize-best-checkpoint-metric"]
+    run_cli(train_args(toy_data_bin, tmp_path, "lstm_global", *bleu), cwd=REPO)
+    first = torch.load(tmp_path / "checkpoint_last.pt", weights_only=True)
+    updates = first["optimizer_history"][-1]["num_updates"]
+    proc = run_cli(train_args(toy_data_bin, tmp_path, "lstm_global", *bleu)
+                   + ["--max-epoch", "2"], cwd=REPO)
+    assert "Loaded checkpoint" in proc.stdout + proc.stderr
+    second = torch.load(tmp_path / "checkpoint_last.pt", weights_only=True)
+    epoch = first["extra_state"]["train_iterator"]["epoch"]  # fairseq stores the next epoch
+    assert second["extra_state"]["train_iterator"]["epoch"] == epoch + 1
+    assert second["optimizer_history"][-1]["num_updates"] == 2 * updates
+
+
+BAD = [
+    (["--attention", "bogus"], "--attention"),
+    (["--encoder-hidden-size", "0"], "--encoder-hidden-size"),
+    (["--decoder-layers", "-1"], "--decoder-layers"),
+    (["--local-window-d", "0"], "--local-window-d"),
+    (["--dropout", "1.5"], "--dropout"),
+    (["--encoder-bidirectional", "maybe"], "--encoder-bidirectional"),
+    (["--share-decoder-input-output-embed", "--decoder-out-embed-dim", "8"],
+     "--share-decoder-input-output-embed"),
+]
+
+
+@pytest.mark.parametrize("flags,named", BAD, ids=[b[1] + "=" + b[0][-1] for b in BAD])
+def test_bad_training_flags_fail_clearly(flags, named, toy_data_bin, tmp_path):
+    proc = run_cli(train_args(toy_data_bin, tmp_path, "lstm_global") + flags, cwd=REPO, check=False)
+    assert proc.returncode != 0
+    assert named in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_unwritable_stats_output_fails_clearly(trained, toy_data_bin, tmp_path):
+    missing = tmp_path / "no" / "such" / "dir" / "stats.jsonl"
+    proc = run_cli(generate_args(toy_data_bin, trained["lstm_global"] / "checkpoint_best.pt",
+                                 "--stats-output", str(missing)), cwd=REPO, check=False)
+    assert proc.returncode != 0
+    assert "--stats-output" in proc.stderr and "does not exist" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_checkpoint_of_another_arch_fails_clearly(trained, toy_data_bin, tmp_path):
+    ckpt = trained["lstm_global"] / "checkpoint_best.pt"
+    proc = run_cli(train_args(toy_data_bin, tmp_path, "lstm_local", "--restore-file", str(ckpt),
+                              "--reset-optimizer"), cwd=REPO, check=False)
+    assert proc.returncode != 0
+    assert "checkpoint does not match --arch lstm_local" in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr

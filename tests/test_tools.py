@@ -1,0 +1,66 @@
+"""Toy data generator, statistics and the report table."""
+
+import json
+
+import pytest
+
+from fairseq_vision_attn import report, toydata
+from fairseq_vision_attn.stats import CorpusStats, SearchStats
+
+
+def test_transforms():
+    tokens = ["a", "b", "c", "d", "e"]
+    assert toydata.transform(tokens, "copy") == tokens
+    assert toydata.transform(tokens, "reverse") == ["e", "d", "c", "b", "a"]
+    assert toydata.transform(tokens, "reorder", block_size=2) == ["b", "a", "d", "c", "e"]
+    with pytest.raises(ValueError, match="valid choices: copy, reverse, reorder"):
+        toydata.transform(tokens, "shuffle")
+
+
+def test_toydata_writes_parallel_splits(tmp_path):
+    toydata.main(["--task", "reverse", "--out-dir", str(tmp_path), "--train-size", "50",
+                  "--valid-size", "5", "--test-size", "7", "--vocab-size", "4", "--min-len", "2",
+                  "--max-len", "6"])
+    src = (tmp_path / "train.src").read_text().splitlines()
+    tgt = (tmp_path / "train.tgt").read_text().splitlines()
+    assert len(src) == len(tgt) == 50
+    assert len((tmp_path / "test.src").read_text().splitlines()) == 7
+    for s, t in zip(src, tgt):
+        assert t.split() == s.split()[::-1]
+        assert 2 <= len(s.split()) <= 6
+        assert set(s.split()) <= {"t0", "t1", "t2", "t3"}
+
+
+def test_toydata_rejects_inverted_lengths(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        toydata.main(["--out-dir", str(tmp_path), "--min-len", "5", "--max-len", "2"])
+    assert "--min-len (5) must not exceed --max-len (2)" in capsys.readouterr().err
+
+
+def test_corpus_and_search_stats():
+    corpus = CorpusStats()
+    corpus.add({"id": 0, "src_len": 4, "hypo_len": 2, "window_sizes": [4.0, 2.0]})
+    corpus.add({"id": 1, "src_len": 6, "hypo_len": 1, "window_sizes": [6.0]})
+    summary = corpus.summary()
+    assert summary["src_len"] == 5 and summary["hypo_len"] == 1.5
+    assert summary["mean window_sizes"] == 4.0  # over tokens: (4 + 2 + 6) / 3
+
+    import torch
+
+    search = SearchStats()
+    search.observe({"window_size": torch.tensor([3.0, 5.0]), "p": torch.ones(2, 4)})
+    search.observe({"window_size": torch.tensor([1.0])})
+    assert search.means() == {"window_size": 3.0}
+
+
+def test_report_scores_generate_output(tmp_path):
+    gen = tmp_path / "gen.txt"
+    gen.write_text("S-1\tb a\nT-1\ta b c\nH-1\t-0.1\ta b c\nD-1\t-0.1\ta b c\n"
+                   "S-0\tx\nT-0\tx y z w\nH-0\t-0.2\tx y z w\nD-0\t-0.2\tx y z w\n")
+    stats = tmp_path / "stats.jsonl"
+    stats.write_text("\n".join(json.dumps(r) for r in [
+        {"id": 0, "src_len": 2, "window_sizes": [1, 2]}, {"id": 1, "src_len": 4, "window_sizes": [3]}]))
+    assert report.score(str(gen)) == pytest.approx(100.0)
+    assert report.average_stats(str(stats)) == {"src_len": 3.0, "window_sizes": 2.0}
+    table = report.format_table([("sys", 100.0, {"src_len": 3.0})], ["src_len", "AL"])
+    assert table.splitlines()[1] == "sys\t100.00\t3.00\t-"
