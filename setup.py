@@ -21,6 +21,7 @@ setup(
         "fairseq-fixed==0.12.3.1",
         "sacrebleu>=2.0",
         "subword-nmt>=0.3.8",
+        "sacremoses",
         "matplotlib>=3.5",
         "numpy",
     ],

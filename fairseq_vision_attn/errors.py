@@ -60,7 +60,7 @@ def positive_int(text):
     try:
         value = int(text)
     except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
     return value
@@ -99,7 +99,7 @@ def _parse_float(text):
     try:
         return float(text)
     except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
 
 
 def check(condition, message):

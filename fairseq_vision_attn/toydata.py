@@ -41,9 +41,10 @@ def sample_sentence(rng, vocab_size, min_len, max_len):
 
 
 def write_split(out_dir, split, size, args, rng):
-    with open(os.path.join(out_dir, f"{split}.src"), "w") as src, open(
-        os.path.join(out_dir, f"{split}.tgt"), "w"
-    ) as tgt:
+    with (
+        open(os.path.join(out_dir, f"{split}.src"), "w") as src,
+        open(os.path.join(out_dir, f"{split}.tgt"), "w") as tgt,
+    ):
         for _ in range(size):
             tokens = sample_sentence(rng, args.vocab_size, args.min_len, args.max_len)
             src.write(" ".join(tokens) + "\n")

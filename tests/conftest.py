@@ -19,8 +19,11 @@ SHARED_DATA = os.path.join(REPO, "..", "shared", "data")
 
 
 def our_archs():
-    return sorted(a for a, m in ARCH_MODEL_REGISTRY.items() if m.__name__ == "VisionAttnLSTMModel"
-                  and not a.endswith("_shu"))
+    return sorted(
+        a
+        for a, m in ARCH_MODEL_REGISTRY.items()
+        if m.__name__ == "VisionAttnLSTMModel" and not a.endswith("_shu")
+    )
 
 
 def make_dictionary(size=12):
@@ -41,8 +44,14 @@ def build_model(arch, seed=0, **overrides):
     """Build ``arch`` with small sizes through the same path fairseq-train uses."""
     torch.manual_seed(seed)
     args = argparse.Namespace(
-        arch=arch, encoder_embed_dim=8, encoder_hidden_size=6, decoder_embed_dim=7,
-        decoder_hidden_size=9, decoder_out_embed_dim=5, dropout=0.0, local_window_d=2,
+        arch=arch,
+        encoder_embed_dim=8,
+        encoder_hidden_size=6,
+        decoder_embed_dim=7,
+        decoder_hidden_size=9,
+        decoder_out_embed_dim=5,
+        dropout=0.0,
+        local_window_d=2,
     )
     for key, value in overrides.items():
         setattr(args, key, value)
@@ -63,7 +72,7 @@ def random_batch(model, lengths, tgt_len=6, seed=0, left_pad=True):
         tokens = torch.randint(src_dict.nspecial, len(src_dict), (length,), generator=g)
         tokens[-1] = src_dict.eos()
         if left_pad:
-            src[i, s - length:] = tokens
+            src[i, s - length :] = tokens
         else:
             src[i, :length] = tokens
     prev = torch.randint(tgt_dict.nspecial, len(tgt_dict), (n, tgt_len), generator=g)
@@ -75,11 +84,19 @@ def run_cli(args, cwd, check=True, timeout=600, input=None):
     """Run a real console script (fairseq-train ...) from the repository environment."""
     exe = shutil.which(args[0], path=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
-    proc = subprocess.run([exe or args[0], *args[1:]], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout, input=input)
+    proc = subprocess.run(
+        [exe or args[0], *args[1:]],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input,
+    )
     if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
-                             f"{proc.stderr[-5000:]}")
+        raise AssertionError(
+            f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+        )
     return proc
 
 
@@ -87,13 +104,51 @@ def run_cli(args, cwd, check=True, timeout=600, input=None):
 def toy_data_bin(tmp_path_factory):
     """A tiny binarized toy reversal corpus, made with the package's own generator."""
     root = tmp_path_factory.mktemp("toy")
-    run_cli([sys.executable, "-m", "fairseq_vision_attn.toydata", "--task", "reverse",
-             "--out-dir", str(root / "raw"), "--train-size", "300", "--valid-size", "20",
-             "--test-size", "12", "--vocab-size", "10", "--min-len", "2", "--max-len", "8"], cwd=REPO)
-    run_cli(["fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt",
-             "--trainpref", str(root / "raw/train"), "--validpref", str(root / "raw/valid"),
-             "--testpref", str(root / "raw/test"), "--destdir", str(root / "data-bin"),
-             "--joined-dictionary", "--workers", "1"], cwd=REPO)
+    run_cli(
+        [
+            sys.executable,
+            "-m",
+            "fairseq_vision_attn.toydata",
+            "--task",
+            "reverse",
+            "--out-dir",
+            str(root / "raw"),
+            "--train-size",
+            "300",
+            "--valid-size",
+            "20",
+            "--test-size",
+            "12",
+            "--vocab-size",
+            "10",
+            "--min-len",
+            "2",
+            "--max-len",
+            "8",
+        ],
+        cwd=REPO,
+    )
+    run_cli(
+        [
+            "fairseq-preprocess",
+            "--source-lang",
+            "src",
+            "--target-lang",
+            "tgt",
+            "--trainpref",
+            str(root / "raw/train"),
+            "--validpref",
+            str(root / "raw/valid"),
+            "--testpref",
+            str(root / "raw/test"),
+            "--destdir",
+            str(root / "data-bin"),
+            "--joined-dictionary",
+            "--workers",
+            "1",
+        ],
+        cwd=REPO,
+    )
     return root
 
 

@@ -32,10 +32,13 @@ def test_additive_matches_concatenated_score_loop():
     scorer = attn.scorer
     w_a = torch.cat([scorer.query_proj.weight, scorer.key_proj.weight], dim=1)  # [W_q U_a]
     for b, length in enumerate([5, 3]):
-        scores = torch.stack([
-            scorer.v.weight[0] @ torch.tanh(w_a @ torch.cat([query[b], keys[b, s]]) + scorer.key_proj.bias)
-            for s in range(length)
-        ])
+        scores = torch.stack(
+            [
+                scorer.v.weight[0]
+                @ torch.tanh(w_a @ torch.cat([query[b], keys[b, s]]) + scorer.key_proj.bias)
+                for s in range(length)
+            ]
+        )
         expected = torch.softmax(scores, 0)
         torch.testing.assert_close(out.weights[b, :length], expected)
         assert torch.all(out.weights[b, length:] == 0)
@@ -52,11 +55,14 @@ def test_local_p_matches_luong_equations():
     out = attn.step(query, cache, attn.init_state(cache), torch.zeros(3, 2, dtype=torch.float64))
     d, sigma = 2, 1.0
     for b, length in enumerate(lengths):
-        p = length * torch.sigmoid(attn.position_v.weight[0] @ torch.tanh(attn.position_proj.weight @ query[b]))
+        p = length * torch.sigmoid(
+            attn.position_v.weight[0] @ torch.tanh(attn.position_proj.weight @ query[b])
+        )
         centre = max(int(torch.round(p)), 1)
         window = [s for s in range(centre - d, centre + d + 1) if 1 <= s <= length]
-        scores = torch.stack([attn.scorer.scores(query[b : b + 1], cache["keys"][b : b + 1, s - 1 : s])[0, 0]
-                              for s in window])
+        scores = torch.stack(
+            [attn.scorer.scores(query[b : b + 1], cache["keys"][b : b + 1, s - 1 : s])[0, 0] for s in window]
+        )
         soft = torch.softmax(scores, 0)
         expected = torch.zeros(keys.size(1), dtype=torch.float64)
         for k, s in enumerate(window):
@@ -67,7 +73,9 @@ def test_local_p_matches_luong_equations():
 
 
 def test_local_window_is_2d_plus_1_inside_long_sentences():
-    attn = make("local", )
+    attn = make(
+        "local",
+    )
     keys, pad, query = padded_inputs([40, 40, 40])
     cache = attn.precompute(keys, pad)
     cache["src_len"] = torch.full((3,), 40.0, dtype=torch.float64)

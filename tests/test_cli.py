@@ -13,22 +13,76 @@ from .conftest import REPO, our_archs, run_cli
 
 pytestmark = pytest.mark.slow
 
-SMALL = ["--encoder-embed-dim", "16", "--encoder-hidden-size", "16", "--decoder-embed-dim", "16",
-         "--decoder-hidden-size", "16", "--decoder-out-embed-dim", "16", "--dropout", "0.1"]
+SMALL = [
+    "--encoder-embed-dim",
+    "16",
+    "--encoder-hidden-size",
+    "16",
+    "--decoder-embed-dim",
+    "16",
+    "--decoder-hidden-size",
+    "16",
+    "--decoder-out-embed-dim",
+    "16",
+    "--dropout",
+    "0.1",
+]
 
 
 def train_args(data_bin, save_dir, arch, *extra):
-    return ["fairseq-train", str(data_bin / "data-bin"), "--user-dir", "fairseq_vision_attn",
-            "--task", "translation_vision_attn", "--arch", arch, *SMALL, "--local-window-d", "2",
-            "--optimizer", "adam", "--lr", "0.003", "--max-tokens", "400", "--max-epoch", "1",
-            "--cpu", "--num-workers", "0", "--seed", "3", "--save-dir", str(save_dir),
-            "--no-epoch-checkpoints", "--log-format", "simple", *extra]
+    return [
+        "fairseq-train",
+        str(data_bin / "data-bin"),
+        "--user-dir",
+        "fairseq_vision_attn",
+        "--task",
+        "translation_vision_attn",
+        "--arch",
+        arch,
+        *SMALL,
+        "--local-window-d",
+        "2",
+        "--optimizer",
+        "adam",
+        "--lr",
+        "0.003",
+        "--max-tokens",
+        "400",
+        "--max-epoch",
+        "1",
+        "--cpu",
+        "--num-workers",
+        "0",
+        "--seed",
+        "3",
+        "--save-dir",
+        str(save_dir),
+        "--no-epoch-checkpoints",
+        "--log-format",
+        "simple",
+        *extra,
+    ]
 
 
 def generate_args(data_bin, checkpoint, *extra):
-    return ["fairseq-generate", str(data_bin / "data-bin"), "--user-dir", "fairseq_vision_attn",
-            "--task", "translation_vision_attn", "--path", str(checkpoint), "--gen-subset", "test",
-            "--beam", "3", "--batch-size", "5", "--cpu", *extra]
+    return [
+        "fairseq-generate",
+        str(data_bin / "data-bin"),
+        "--user-dir",
+        "fairseq_vision_attn",
+        "--task",
+        "translation_vision_attn",
+        "--path",
+        str(checkpoint),
+        "--gen-subset",
+        "test",
+        "--beam",
+        "3",
+        "--batch-size",
+        "5",
+        "--cpu",
+        *extra,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -45,15 +99,20 @@ def trained(toy_data_bin, tmp_path_factory):
 @pytest.mark.parametrize("arch", our_archs())
 def test_generate_writes_statistics(arch, trained, toy_data_bin, tmp_path):
     stats_path = tmp_path / "stats.jsonl"
-    proc = run_cli(generate_args(toy_data_bin, trained[arch] / "checkpoint_best.pt",
-                                 "--stats-output", str(stats_path)), cwd=REPO)
+    proc = run_cli(
+        generate_args(toy_data_bin, trained[arch] / "checkpoint_best.pt", "--stats-output", str(stats_path)),
+        cwd=REPO,
+    )
     assert "BLEU4" in proc.stdout
     summary = [line for line in proc.stdout.splitlines() if line.startswith("| vision-attn stats")]
     assert len(summary) == 1 and "src_len" in summary[0] and "window_size" in summary[0]
     rows = [json.loads(line) for line in stats_path.read_text().splitlines()]
     assert sorted(r["id"] for r in rows) == list(range(12))
-    hypos = {int(line.split("\t")[0][2:]): line.split("\t")[2].split()
-             for line in proc.stdout.splitlines() if line.startswith("H-")}
+    hypos = {
+        int(line.split("\t")[0][2:]): line.split("\t")[2].split()
+        for line in proc.stdout.splitlines()
+        if line.startswith("H-")
+    }
     for row in rows:
         assert row["hypo_len"] == len(hypos[row["id"]]) + 1  # + EOS
         assert len(row["window_sizes"]) == row["hypo_len"]
@@ -63,23 +122,43 @@ def test_generate_writes_statistics(arch, trained, toy_data_bin, tmp_path):
 
 
 def test_interactive_reads_piped_input(trained, toy_data_bin):
-    cmd = ["fairseq-interactive", str(toy_data_bin / "data-bin"), "--user-dir", "fairseq_vision_attn",
-           "--task", "translation_vision_attn", "--source-lang", "src", "--target-lang", "tgt",
-           "--path", str(trained["lstm_global"] / "checkpoint_best.pt"), "--beam", "2", "--cpu",
-           "--buffer-size", "4"]
+    cmd = [
+        "fairseq-interactive",
+        str(toy_data_bin / "data-bin"),
+        "--user-dir",
+        "fairseq_vision_attn",
+        "--task",
+        "translation_vision_attn",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--path",
+        str(trained["lstm_global"] / "checkpoint_best.pt"),
+        "--beam",
+        "2",
+        "--cpu",
+        "--buffer-size",
+        "4",
+    ]
     proc = run_cli(cmd, cwd=REPO, input="t1 t2 t3\nt4 t5\nt9 t8 t7 t6 t5\n")
     assert sum(line.startswith("H-") for line in proc.stdout.splitlines()) == 3
 
 
 def test_resume_after_eval_bleu_checkpoint(toy_data_bin, tmp_path):
     """numpy values (--eval-bleu) and argparse.Namespace load under weights_only torch.load."""
-    bleu = ["--eval-bleu", "--eval-bleu-args", '{"beam": 1}', "--best-checkpoint-metric", "bleu",
-            "--maximize-best-checkpoint-metric"]
+    bleu = [
+        "--eval-bleu",
+        "--eval-bleu-args",
+        '{"beam": 1}',
+        "--best-checkpoint-metric",
+        "bleu",
+        "--maximize-best-checkpoint-metric",
+    ]
     run_cli(train_args(toy_data_bin, tmp_path, "lstm_global", *bleu), cwd=REPO)
     first = torch.load(tmp_path / "checkpoint_last.pt", weights_only=True)
     updates = first["optimizer_history"][-1]["num_updates"]
-    proc = run_cli(train_args(toy_data_bin, tmp_path, "lstm_global", *bleu)
-                   + ["--max-epoch", "2"], cwd=REPO)
+    proc = run_cli(train_args(toy_data_bin, tmp_path, "lstm_global", *bleu) + ["--max-epoch", "2"], cwd=REPO)
     assert "Loaded checkpoint" in proc.stdout + proc.stderr
     second = torch.load(tmp_path / "checkpoint_last.pt", weights_only=True)
     epoch = first["extra_state"]["train_iterator"]["epoch"]  # fairseq stores the next epoch
@@ -94,8 +173,10 @@ BAD = [
     (["--local-window-d", "0"], "--local-window-d"),
     (["--dropout", "1.5"], "--dropout"),
     (["--encoder-bidirectional", "maybe"], "--encoder-bidirectional"),
-    (["--share-decoder-input-output-embed", "--decoder-out-embed-dim", "8"],
-     "--share-decoder-input-output-embed"),
+    (
+        ["--share-decoder-input-output-embed", "--decoder-out-embed-dim", "8"],
+        "--share-decoder-input-output-embed",
+    ),
 ]
 
 
@@ -109,8 +190,13 @@ def test_bad_training_flags_fail_clearly(flags, named, toy_data_bin, tmp_path):
 
 def test_unwritable_stats_output_fails_clearly(trained, toy_data_bin, tmp_path):
     missing = tmp_path / "no" / "such" / "dir" / "stats.jsonl"
-    proc = run_cli(generate_args(toy_data_bin, trained["lstm_global"] / "checkpoint_best.pt",
-                                 "--stats-output", str(missing)), cwd=REPO, check=False)
+    proc = run_cli(
+        generate_args(
+            toy_data_bin, trained["lstm_global"] / "checkpoint_best.pt", "--stats-output", str(missing)
+        ),
+        cwd=REPO,
+        check=False,
+    )
     assert proc.returncode != 0
     assert "--stats-output" in proc.stderr and "does not exist" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -118,8 +204,11 @@ def test_unwritable_stats_output_fails_clearly(trained, toy_data_bin, tmp_path):
 
 def test_checkpoint_of_another_arch_fails_clearly(trained, toy_data_bin, tmp_path):
     ckpt = trained["lstm_global"] / "checkpoint_best.pt"
-    proc = run_cli(train_args(toy_data_bin, tmp_path, "lstm_local", "--restore-file", str(ckpt),
-                              "--reset-optimizer"), cwd=REPO, check=False)
+    proc = run_cli(
+        train_args(toy_data_bin, tmp_path, "lstm_local", "--restore-file", str(ckpt), "--reset-optimizer"),
+        cwd=REPO,
+        check=False,
+    )
     assert proc.returncode != 0
     assert "checkpoint does not match --arch lstm_local" in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr

@@ -34,8 +34,9 @@ def test_beam_one_equals_greedy(arch):
     model = build_model(arch, seed=1)
     lengths = [6, 2, 4]
     src, lengths_t, _ = random_batch(model, lengths, seed=5)
-    generator = SequenceGenerator([model], model.decoder.dictionary, beam_size=1,
-                                  max_len_a=0, max_len_b=MAX_LEN)
+    generator = SequenceGenerator(
+        [model], model.decoder.dictionary, beam_size=1, max_len_a=0, max_len_b=MAX_LEN
+    )
     sample = {"net_input": {"src_tokens": src, "src_lengths": lengths_t}}
     hypos = generator.generate([model], sample)
     for i, length in enumerate(lengths):

@@ -18,9 +18,26 @@ def test_transforms():
 
 
 def test_toydata_writes_parallel_splits(tmp_path):
-    toydata.main(["--task", "reverse", "--out-dir", str(tmp_path), "--train-size", "50",
-                  "--valid-size", "5", "--test-size", "7", "--vocab-size", "4", "--min-len", "2",
-                  "--max-len", "6"])
+    toydata.main(
+        [
+            "--task",
+            "reverse",
+            "--out-dir",
+            str(tmp_path),
+            "--train-size",
+            "50",
+            "--valid-size",
+            "5",
+            "--test-size",
+            "7",
+            "--vocab-size",
+            "4",
+            "--min-len",
+            "2",
+            "--max-len",
+            "6",
+        ]
+    )
     src = (tmp_path / "train.src").read_text().splitlines()
     tgt = (tmp_path / "train.tgt").read_text().splitlines()
     assert len(src) == len(tgt) == 50
@@ -55,11 +72,20 @@ def test_corpus_and_search_stats():
 
 def test_report_scores_generate_output(tmp_path):
     gen = tmp_path / "gen.txt"
-    gen.write_text("S-1\tb a\nT-1\ta b c\nH-1\t-0.1\ta b c\nD-1\t-0.1\ta b c\n"
-                   "S-0\tx\nT-0\tx y z w\nH-0\t-0.2\tx y z w\nD-0\t-0.2\tx y z w\n")
+    gen.write_text(
+        "S-1\tb a\nT-1\ta b c\nH-1\t-0.1\ta b c\nD-1\t-0.1\ta b c\n"
+        "S-0\tx\nT-0\tx y z w\nH-0\t-0.2\tx y z w\nD-0\t-0.2\tx y z w\n"
+    )
     stats = tmp_path / "stats.jsonl"
-    stats.write_text("\n".join(json.dumps(r) for r in [
-        {"id": 0, "src_len": 2, "window_sizes": [1, 2]}, {"id": 1, "src_len": 4, "window_sizes": [3]}]))
+    stats.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"id": 0, "src_len": 2, "window_sizes": [1, 2]},
+                {"id": 1, "src_len": 4, "window_sizes": [3]},
+            ]
+        )
+    )
     assert report.score(str(gen)) == pytest.approx(100.0)
     assert report.average_stats(str(stats)) == {"src_len": 3.0, "window_sizes": 2.0}
     table = report.format_table([("sys", 100.0, {"src_len": 3.0})], ["src_len", "AL"])

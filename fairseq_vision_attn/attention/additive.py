@@ -55,9 +55,12 @@ class GlobalAttention(Attention):
 
     @staticmethod
     def add_args(parser):
-        parser.add_argument("--attention-dim", type=positive_int, metavar="N",
-                            help="size of the additive score's hidden layer (W_a, U_a); "
-                                 "default: decoder hidden size")
+        parser.add_argument(
+            "--attention-dim",
+            type=positive_int,
+            metavar="N",
+            help="size of the additive score's hidden layer (W_a, U_a); default: decoder hidden size",
+        )
 
     def precompute(self, keys_in, src_pad, summary=None):
         return {

@@ -29,6 +29,7 @@ from .window import gather_rows, scatter_rows, window_indices
 @register_attention("local")
 class LocalAttention(Attention):
     weights_sum_to_one = False  # Luong: the Gaussian is applied after the softmax
+
     def __init__(self, args, query_dim, key_dim, embed_dim):
         super().__init__(args, query_dim, key_dim, embed_dim)
         attn_dim = attention_dim(args, query_dim)
@@ -40,9 +41,12 @@ class LocalAttention(Attention):
 
     @staticmethod
     def add_args(parser):
-        parser.add_argument("--local-window-d", type=positive_int, metavar="D",
-                            help="local-p half window D: 2D+1 positions, sigma = D/2 "
-                                 "(Shu & Nakayama use D = 10)")
+        parser.add_argument(
+            "--local-window-d",
+            type=positive_int,
+            metavar="D",
+            help="local-p half window D: 2D+1 positions, sigma = D/2 (Shu & Nakayama use D = 10)",
+        )
 
     def precompute(self, keys_in, src_pad, summary=None):
         return {

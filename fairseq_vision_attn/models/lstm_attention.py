@@ -309,7 +309,9 @@ class AttentionLSTMDecoder(FairseqIncrementalDecoder):
                 self.step_observer(step.extras)
 
         if incremental_state is not None:
-            self.set_incremental_state(incremental_state, "cached_state", self._pack(hidden, cache, attn_state))
+            self.set_incremental_state(
+                incremental_state, "cached_state", self._pack(hidden, cache, attn_state)
+            )
 
         tops = torch.stack(tops, dim=1)  # batch x tgt_len x H
         contexts = torch.stack(contexts, dim=1)  # batch x tgt_len x ctx

@@ -25,7 +25,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from ..errors import VisionAttnError
-from ..stats import CorpusStats, SearchStats, format_summary, forced_statistics, write_row
+from ..stats import CorpusStats, SearchStats, forced_statistics, format_summary, write_row
 
 logger = logging.getLogger(__name__)
 
