@@ -5,7 +5,7 @@
 # DATA_DIR holds the raw files; when it does not exist the original corpus is downloaded
 # (needs internet): odashi/small_parallel_enja or multi30k/dataset on GitHub.
 set -euo pipefail
-corpus=${1:?usage: prepare_data.sh {enja|deen} DATA_DIR OUT_DIR}
+corpus=${1:?"usage: prepare_data.sh enja|deen DATA_DIR OUT_DIR"}
 data=${2:?DATA_DIR}
 out=${3:?OUT_DIR}
 mkdir -p "$out"

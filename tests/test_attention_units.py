@@ -3,6 +3,8 @@
 import argparse
 
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fairseq_vision_attn.attention import build_attention
 from fairseq_vision_attn.attention.window import scatter_rows, window_indices
@@ -100,3 +102,19 @@ def test_none_attention_returns_the_summary():
     cache = attn.precompute(keys, pad, summary)
     out = attn.step(query, cache, {}, torch.zeros(2, 2, dtype=torch.float64))
     assert out.weights is None and torch.equal(out.context, summary)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(1, 12), st.integers(0, 12)), min_size=1, max_size=5), st.integers(1, 12)
+)
+def test_window_indices_cover_exactly_each_window(windows, src_len):
+    """Every valid index is start-1 .. start+width-2 of its own row, in range, nothing else."""
+    start = torch.tensor([min(s, src_len) for s, _ in windows])
+    width = torch.tensor([min(w, src_len - s + 1) for s, w in zip(start.tolist(), (w for _, w in windows))])
+    index, valid = window_indices(start, width, src_len)
+    for row in range(len(windows)):
+        chosen = index[row][valid[row]].tolist()
+        first = int(start[row]) - 1
+        assert chosen == list(range(first, first + int(width[row])))
+        assert all(0 <= i < src_len for i in index[row].tolist())
