@@ -1,1 +1,3 @@
-"""Criteria of the package (flexible-attention and latency-augmented losses) register here."""
+"""Criteria of the package: the flexible-attention regulariser (Shu & Nakayama Eq. 9)."""
+
+from . import flexible_attention_cross_entropy  # noqa: F401  (registration side effects)

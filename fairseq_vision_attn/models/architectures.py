@@ -30,6 +30,13 @@ def lstm_local(args):
     base_architecture(args)
 
 
+@register_model_architecture(MODEL_NAME, "lstm_flexible")
+def lstm_flexible(args):
+    """Shu & Nakayama's flexible attention (``--flex-sigma``, default 1.5)."""
+    args.attention = getattr(args, "attention", None) or "flexible"
+    base_architecture(args)
+
+
 @register_model_architecture(MODEL_NAME, "lstm_global_shu")
 def lstm_global_shu(args):
     """Shu & Nakayama's sizes: 1000-d embeddings and LSTMs, a 600-unit layer before the softmax."""

@@ -352,6 +352,7 @@ def base_architecture(args):
     args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", False)
     args.attention_dim = getattr(args, "attention_dim", None)
     args.local_window_d = getattr(args, "local_window_d", None) or 10
+    args.flex_sigma = getattr(args, "flex_sigma", None) or 1.5
 
 
 def _or(value, default):

@@ -17,6 +17,7 @@ each per-step list has one value per target token, the EOS step included (see
 
 import atexit
 import logging
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Optional
@@ -35,6 +36,13 @@ class TranslationVisionAttnConfig(TranslationConfig):
     stats_output: Optional[str] = field(
         default=None,
         metadata={"help": "write one JSON line of decoding statistics per generated sentence here"},
+    )
+    vision_span_threshold: float = field(
+        default=math.inf,
+        metadata={
+            "help": "flexible attention (lstm_flexible): score only source positions whose "
+            "penalty is below this threshold tau (Shu & Nakayama sec. 3.1); inf = off"
+        },
     )
 
 
@@ -55,6 +63,9 @@ class TranslationVisionAttnTask(TranslationTask):
 
     def __init__(self, cfg, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
+        tau = cfg.vision_span_threshold
+        if math.isnan(tau) or tau <= 0:
+            raise VisionAttnError(f"--vision-span-threshold must be a number > 0 (or inf), got {tau}")
         self.stats_handle = open_stats_output(cfg.stats_output) if cfg.stats_output else None
         self.corpus_stats = CorpusStats()
         self.search_stats = SearchStats()
@@ -77,10 +88,24 @@ class TranslationVisionAttnTask(TranslationTask):
 
     def build_generator(self, models, args, **kwargs):
         for model in models:
-            decoder = getattr(model, "decoder", None)
-            if hasattr(decoder, "step_observer"):
-                decoder.step_observer = self.search_stats.observe
+            self.configure_for_inference(model)
         return super().build_generator(models, args, **kwargs)
+
+    def configure_for_inference(self, model):
+        """Hand this task's generation flags to a model's attention, or refuse them clearly."""
+        decoder = getattr(model, "decoder", None)
+        attention = getattr(decoder, "attention", None)
+        tau = self.cfg.vision_span_threshold
+        if not math.isinf(tau):
+            if not hasattr(attention, "span_threshold"):
+                name = getattr(attention, "registry_name", type(model).__name__)
+                raise VisionAttnError(
+                    f"--vision-span-threshold needs a model with flexible attention (--arch "
+                    f"lstm_flexible); this checkpoint uses {name!r}"
+                )
+            attention.span_threshold = tau
+        if hasattr(decoder, "step_observer"):
+            decoder.step_observer = self.search_stats.observe
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         hypos = super().inference_step(generator, models, sample, prefix_tokens, constraints)

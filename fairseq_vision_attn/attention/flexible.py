@@ -1,0 +1,129 @@
+"""Flexible attention (Shu & Nakayama 2017, sec. 3): a learned position penalty around the
+previous focus, and at test time a threshold that skips the score function outside it.
+
+    score(h_{t-1}, h_s) = v_a^T tanh(W_a [h_{t-1}; h_s])                       (Eq. 3)
+    g(t) = sigmoid(v_g^T tanh(W_g [h_{t-1}; i_t]) + b_g),  i_t = emb(y_{t-1})  (Eq. 8)
+    penalty(s) = g(t) * (s - p_{t-1})^2 / (2 sigma^2)                          (Eqs. 5, 6)
+    a_t(s) = softmax_s(score(h_{t-1}, h_s) - penalty(s))                       (Eq. 7)
+    p_t = sum_s a_t(s) * s                                                     (Eq. 4)
+
+Positions are 1-indexed, s = 1..S. Choices where the paper is silent:
+
+- **p_0 = 1**: before the first target token the focus is on the first source token. g(1)
+  sees i_1 = emb(EOS), a constant, so the model learns how strongly to hold the first step to
+  the start of the sentence (a low g(1) lets it look anywhere).
+- **threshold tau** (``--vision-span-threshold``, test time only, infinity = off): the score is
+  computed only for positions with penalty(s) < tau, i.e. s in the open interval
+  (p_{t-1} - sigma sqrt(2 tau / g), p_{t-1} + sigma sqrt(2 tau / g)) (sec. 3.1). Those keys are
+  gathered (``batch x window``) and scored; the others are never scored and get weight 0. When
+  the interval holds no integer position (tiny tau), the position nearest to p_{t-1} is scored
+  alone, so every step attends somewhere.
+- **window size** (``extras["window_size"]``) counts the positions scored at a step: the whole
+  sentence when tau is infinite, as in the paper's Table 1.
+
+With tau = infinity the computation is exactly that of the untruncated model (no gather).
+"""
+
+import math
+
+import torch
+from torch import nn
+
+from ..errors import positive_float
+from .additive import AdditiveScorer, attention_dim
+from .base import Attention, AttentionStep, masked_softmax, source_lengths
+from .registry import register_attention
+from .window import gather_rows, scatter_rows, window_indices
+
+
+@register_attention("flexible")
+class FlexibleAttention(Attention):
+    def __init__(self, args, query_dim, key_dim, embed_dim):
+        super().__init__(args, query_dim, key_dim, embed_dim)
+        attn_dim = attention_dim(args, query_dim)
+        self.scorer = AdditiveScorer(query_dim, key_dim, attn_dim)
+        self.strength_proj = nn.Linear(query_dim + embed_dim, attn_dim, bias=False)  # W_g
+        self.strength_v = nn.Linear(attn_dim, 1, bias=True)  # v_g, b_g
+        self.sigma = getattr(args, "flex_sigma", 1.5)
+        #: tau; set by the task from --vision-span-threshold, used only in eval mode
+        self.span_threshold = math.inf
+
+    @staticmethod
+    def add_args(parser):
+        parser.add_argument(
+            "--flex-sigma",
+            type=positive_float,
+            metavar="SIGMA",
+            help="flexible attention's penalty width sigma (Shu & Nakayama: 1.5)",
+        )
+
+    def precompute(self, keys_in, src_pad, summary=None):
+        return {
+            "values": keys_in,
+            "keys": self.scorer.keys(keys_in),
+            "src_pad": src_pad,
+            "src_len": source_lengths(src_pad).to(keys_in.dtype),  # batch
+        }
+
+    def init_state(self, cache):
+        return {"focus": torch.ones_like(cache["src_len"])}  # p_0 = 1, batch
+
+    def strength(self, query, prev_embed):
+        """g(t) of Eq. 8. query: batch x query_dim, prev_embed: batch x embed_dim -> batch."""
+        hidden = torch.tanh(self.strength_proj(torch.cat([query, prev_embed], dim=-1)))
+        return torch.sigmoid(self.strength_v(hidden)).squeeze(-1)
+
+    def step(self, query, cache, state, prev_embed):
+        g = self.strength(query, prev_embed)  # batch
+        prev_focus = state["focus"]  # batch
+        tau = self.span_threshold
+        if self.training or math.isinf(tau):
+            weights, window_size = self._full(query, cache, g, prev_focus)
+        else:
+            weights, window_size = self._windowed(query, cache, g, prev_focus, tau)
+        context = torch.bmm(weights.unsqueeze(1), cache["values"]).squeeze(1)  # batch x key_dim
+        positions = torch.arange(1, weights.size(1) + 1, device=weights.device, dtype=weights.dtype)
+        focus = (weights * positions).sum(-1)  # p_t, batch
+        extras = {"window_size": window_size, "g": g, "focus": focus}
+        return AttentionStep(context, weights, {"focus": focus}, extras)
+
+    def penalty(self, g, prev_focus, positions):
+        """Eqs. 5-6. g, prev_focus: batch; positions: batch x n (1-indexed) -> batch x n."""
+        return g.unsqueeze(1) * (positions - prev_focus.unsqueeze(1)) ** 2 / (2 * self.sigma**2)
+
+    def _full(self, query, cache, g, prev_focus):
+        """Score every position (training, tau = infinity)."""
+        keys = cache["keys"]  # batch x src_len x attn_dim
+        positions = torch.arange(1, keys.size(1) + 1, device=keys.device, dtype=keys.dtype)
+        positions = positions.unsqueeze(0).expand(keys.size(0), -1)  # batch x src_len
+        scores = self.scorer.scores(query, keys) - self.penalty(g, prev_focus, positions)
+        return masked_softmax(scores, cache["src_pad"]), cache["src_len"]
+
+    def _windowed(self, query, cache, g, prev_focus, tau):
+        """Gather and score only the positions with penalty < tau (sec. 3.1)."""
+        start, width = self.window(g, prev_focus, cache["src_len"], tau)
+        max_len = cache["keys"].size(1)
+        index, valid = window_indices(start, width, max_len)  # batch x W
+        positions = (index + 1).to(g.dtype)  # batch x W
+        scores = self.scorer.scores(query, gather_rows(cache["keys"], index))  # batch x W
+        scores = scores - self.penalty(g, prev_focus, positions)
+        soft = masked_softmax(scores, ~valid)  # batch x W
+        return scatter_rows(soft, index, valid, max_len), width.to(g.dtype)
+
+    def window(self, g, prev_focus, src_len, tau):
+        """First position and size of {s : penalty(s) < tau} within 1..S, at least one position.
+
+        g, prev_focus, src_len: batch -> (start, width): batch (long).
+        """
+        half = self.sigma * torch.sqrt(2 * tau / g.double().clamp(min=1e-30))  # batch, may be inf
+        focus = prev_focus.double()
+        lo = torch.floor(focus - half) + 1  # smallest integer > p - half
+        hi = torch.ceil(focus + half) - 1  # largest integer < p + half
+        length = src_len.double()
+        lo, hi = lo.clamp(1, None), torch.minimum(hi, length)
+        empty = hi < lo
+        nearest = torch.round(focus).clamp(1, None)
+        nearest = torch.minimum(nearest, length)
+        lo = torch.where(empty, nearest, lo)
+        hi = torch.where(empty, nearest, hi)
+        return lo.long(), (hi - lo + 1).long()
