@@ -14,6 +14,8 @@ from collections import defaultdict
 
 import sacrebleu
 
+from .stats import NOT_AVERAGED
+
 
 def read_generate_output(path, hypothesis_prefix="D"):
     """Return (hypotheses, references) ordered by sentence id."""
@@ -42,7 +44,7 @@ def average_stats(path):
         for line in handle:
             row = json.loads(line)
             for key, value in row.items():
-                if key == "id":
+                if key == "id" or key in NOT_AVERAGED:
                     continue
                 if isinstance(value, list):
                     sums[key] += sum(value)
@@ -71,6 +73,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("systems", nargs="+", metavar="NAME=GEN[:STATS]")
     parser.add_argument("--tokenize", default="none", help="sacrebleu tokenizer (default: none)")
+    parser.add_argument("--points", action="store_true",
+                        help="print 'NAME<TAB>window<TAB>BLEU' lines (for plots tradeoff) instead of a table")
     args = parser.parse_args(argv)
     rows, columns = [], []
     for spec in args.systems:
@@ -81,7 +85,11 @@ def main(argv=None):
         stats = average_stats(stats_path) if stats_path else {}
         columns += [c for c in stats if c not in columns]
         rows.append((name, score(gen_path, args.tokenize), stats))
-    print(format_table(rows, columns))
+    if args.points:
+        for name, bleu, stats in rows:
+            print(f"{name}\t{stats.get('window_sizes', float('nan')):.3f}\t{bleu:.2f}")
+    else:
+        print(format_table(rows, columns))
     return 0
 
 

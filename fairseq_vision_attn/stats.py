@@ -19,7 +19,16 @@ import torch
 from torch import Tensor
 
 #: extras key -> JSON key of the per-sentence list in --stats-output
-LIST_NAMES = {"window_size": "window_sizes", "temperature": "temperatures", "delay": "delays"}
+LIST_NAMES = {
+    "window_size": "window_sizes",
+    "window_start": "window_starts",
+    "temperature": "temperatures",
+    "delay": "delays",
+}
+
+
+#: per-token lists whose corpus average means nothing (positions, not amounts)
+NOT_AVERAGED = {"window_starts"}
 
 
 def list_name(key: str) -> str:
@@ -56,6 +65,8 @@ class CorpusStats:
         self.sentences += 1
         for key, value in row.items():
             if key == "id":
+                continue
+            if key in NOT_AVERAGED:
                 continue
             if isinstance(value, list):
                 self.step_sums[key] += float(sum(value))

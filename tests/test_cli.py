@@ -212,3 +212,81 @@ def test_checkpoint_of_another_arch_fails_clearly(trained, toy_data_bin, tmp_pat
     assert proc.returncode != 0
     assert "checkpoint does not match --arch lstm_local" in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
+
+
+def test_flexible_finetune_and_threshold_decode(trained, toy_data_bin, tmp_path):
+    """Train (fixture), fine-tune one epoch with beta = 0.1, decode with tau = 1.0 (Shu sec. 3)."""
+    base = trained["lstm_flexible"] / "checkpoint_best.pt"
+    proc = run_cli(
+        train_args(
+            toy_data_bin,
+            tmp_path / "ft",
+            "lstm_flexible",
+            "--finetune-from-model",
+            str(base),
+            "--criterion",
+            "flexible_attention_cross_entropy",
+            "--gt-regularizer-weight",
+            "0.1",
+            "--label-smoothing",
+            "0.1",
+        ),
+        cwd=REPO,
+    )
+    assert "g_mean" in proc.stdout + proc.stderr
+    rows = {}
+    for tau in ("inf", "1.0"):
+        stats = tmp_path / f"stats.{tau}.jsonl"
+        out = run_cli(
+            generate_args(
+                toy_data_bin,
+                tmp_path / "ft" / "checkpoint_best.pt",
+                "--vision-span-threshold",
+                tau,
+                "--stats-output",
+                str(stats),
+            ),
+            cwd=REPO,
+        )
+        assert "beam-avg window_size" in out.stdout
+        rows[tau] = [json.loads(line) for line in stats.read_text().splitlines()]
+    assert all(r["window_sizes"] == [r["src_len"]] * r["hypo_len"] for r in rows["inf"])
+    narrowed = [w < r["src_len"] for r in rows["1.0"] for w in r["window_sizes"]]
+    assert all(1 <= w <= r["src_len"] for r in rows["1.0"] for w in r["window_sizes"])
+    assert any(narrowed), "tau = 1.0 never narrowed the window"
+
+
+BAD_DECODE = [
+    ("lstm_flexible", ["--vision-span-threshold", "0"], "--vision-span-threshold"),
+    ("lstm_flexible", ["--vision-span-threshold", "-1"], "--vision-span-threshold"),
+    ("lstm_flexible", ["--vision-span-threshold", "nan"], "--vision-span-threshold"),
+    ("lstm_flexible", ["--vision-span-threshold", "wide"], "--vision-span-threshold"),
+    ("lstm_global", ["--vision-span-threshold", "1.0"], "needs a model with flexible attention"),
+]
+
+
+@pytest.mark.parametrize("arch,flags,named", BAD_DECODE, ids=[f"{a}:{f[-1]}" for a, f, _ in BAD_DECODE])
+def test_bad_threshold_fails_clearly(arch, flags, named, trained, toy_data_bin):
+    proc = run_cli(
+        generate_args(toy_data_bin, trained[arch] / "checkpoint_best.pt", *flags), cwd=REPO, check=False
+    )
+    assert proc.returncode != 0
+    assert named in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize(
+    "flags,named",
+    [
+        (["--flex-sigma", "0"], "--flex-sigma"),
+        (
+            ["--criterion", "flexible_attention_cross_entropy", "--gt-regularizer-weight", "-0.1"],
+            "--gt-regularizer-weight",
+        ),
+    ],
+)
+def test_bad_flexible_training_flags_fail_clearly(flags, named, toy_data_bin, tmp_path):
+    proc = run_cli(train_args(toy_data_bin, tmp_path, "lstm_flexible") + flags, cwd=REPO, check=False)
+    assert proc.returncode != 0
+    assert named in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]

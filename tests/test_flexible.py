@@ -134,8 +134,11 @@ def _sample(model):
     src, lengths, prev = random_batch(model, [7, 3, 5], tgt_len=5, seed=4)
     target = torch.cat([prev[:, 1:], torch.full((3, 1), model.decoder.dictionary.eos())], dim=1)
     target[1, 3:] = model.decoder.dictionary.pad()
-    return {"net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev},
-            "target": target, "ntokens": int(target.ne(model.decoder.dictionary.pad()).sum())}
+    return {
+        "net_input": {"src_tokens": src, "src_lengths": lengths, "prev_output_tokens": prev},
+        "target": target,
+        "ntokens": int(target.ne(model.decoder.dictionary.pad()).sum()),
+    }
 
 
 def _mean_g_after_one_step(beta):

@@ -19,7 +19,8 @@ Positions are 1-indexed, s = 1..S. Choices where the paper is silent:
   the interval holds no integer position (tiny tau), the position nearest to p_{t-1} is scored
   alone, so every step attends somewhere.
 - **window size** (``extras["window_size"]``) counts the positions scored at a step: the whole
-  sentence when tau is infinite, as in the paper's Table 1.
+  sentence when tau is infinite, as in the paper's Table 1; ``extras["window_start"]`` is the
+  first scored position (1-indexed), so the scored span of a step is drawn as Fig. 1b.
 
 With tau = infinity the computation is exactly that of the untruncated model (no gather).
 """
@@ -78,13 +79,13 @@ class FlexibleAttention(Attention):
         prev_focus = state["focus"]  # batch
         tau = self.span_threshold
         if self.training or math.isinf(tau):
-            weights, window_size = self._full(query, cache, g, prev_focus)
+            weights, window_start, window_size = self._full(query, cache, g, prev_focus)
         else:
-            weights, window_size = self._windowed(query, cache, g, prev_focus, tau)
+            weights, window_start, window_size = self._windowed(query, cache, g, prev_focus, tau)
         context = torch.bmm(weights.unsqueeze(1), cache["values"]).squeeze(1)  # batch x key_dim
         positions = torch.arange(1, weights.size(1) + 1, device=weights.device, dtype=weights.dtype)
         focus = (weights * positions).sum(-1)  # p_t, batch
-        extras = {"window_size": window_size, "g": g, "focus": focus}
+        extras = {"window_size": window_size, "window_start": window_start, "g": g, "focus": focus}
         return AttentionStep(context, weights, {"focus": focus}, extras)
 
     def penalty(self, g, prev_focus, positions):
@@ -97,7 +98,7 @@ class FlexibleAttention(Attention):
         positions = torch.arange(1, keys.size(1) + 1, device=keys.device, dtype=keys.dtype)
         positions = positions.unsqueeze(0).expand(keys.size(0), -1)  # batch x src_len
         scores = self.scorer.scores(query, keys) - self.penalty(g, prev_focus, positions)
-        return masked_softmax(scores, cache["src_pad"]), cache["src_len"]
+        return masked_softmax(scores, cache["src_pad"]), torch.ones_like(g), cache["src_len"]
 
     def _windowed(self, query, cache, g, prev_focus, tau):
         """Gather and score only the positions with penalty < tau (sec. 3.1)."""
@@ -108,7 +109,7 @@ class FlexibleAttention(Attention):
         scores = self.scorer.scores(query, gather_rows(cache["keys"], index))  # batch x W
         scores = scores - self.penalty(g, prev_focus, positions)
         soft = masked_softmax(scores, ~valid)  # batch x W
-        return scatter_rows(soft, index, valid, max_len), width.to(g.dtype)
+        return scatter_rows(soft, index, valid, max_len), start.to(g.dtype), width.to(g.dtype)
 
     def window(self, g, prev_focus, src_len, tau):
         """First position and size of {s : penalty(s) < tau} within 1..S, at least one position.

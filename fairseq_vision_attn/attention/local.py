@@ -74,5 +74,5 @@ class LocalAttention(Attention):
         gauss = torch.exp(-(distance**2) / (2 * self.sigma**2))
         weights = scatter_rows(soft * gauss, index, valid, max_len)  # batch x src_len
         context = torch.bmm(weights.unsqueeze(1), cache["values"]).squeeze(1)  # batch x key_dim
-        extras = {"window_size": width.to(query.dtype), "focus": focus}
+        extras = {"window_size": width.to(query.dtype), "window_start": start.to(query.dtype), "focus": focus}
         return AttentionStep(context, weights, state, extras)

@@ -1,0 +1,116 @@
+"""Plots of the papers' figures from fairseq-generate outputs (matplotlib, written to files).
+
+python -m fairseq_vision_attn.plots span --generate GEN --stats STATS --ids 3 7 --out-dir DIR
+    vision span per decoding step (Shu & Nakayama Fig. 1b / Fig. 4)
+python -m fairseq_vision_attn.plots tradeoff --points TSV --out FILE
+    window size against BLEU (Shu & Nakayama Fig. 3); TSV columns: label, window, BLEU
+"""
+
+import argparse
+import csv
+import json
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def read_sentences(gen_path):
+    """id -> (source tokens, hypothesis tokens) from fairseq-generate's S- and D- lines."""
+    src, hyp = {}, {}
+    with open(gen_path, encoding="utf-8") as handle:
+        for line in handle:
+            fields = line.rstrip("\n").split("\t")
+            tag, _, index = fields[0].partition("-")
+            if not index.isdigit():
+                continue
+            if tag == "S":
+                src[int(index)] = fields[1].split()
+            elif tag == "D":
+                hyp[int(index)] = fields[2].split() if len(fields) > 2 else []
+    return {i: (src[i], hyp[i]) for i in hyp if i in src}
+
+
+def read_stats(stats_path):
+    with open(stats_path, encoding="utf-8") as handle:
+        return {row["id"]: row for row in map(json.loads, handle)}
+
+
+def plot_vision_span(row, source, hypothesis, path):
+    """One row per target token: the scored source span (window) and the focus p_t."""
+    sizes, starts = row["window_sizes"], row.get("window_starts") or [1.0] * len(row["window_sizes"])
+    targets = hypothesis + ["</s>"]
+    sources = source + ["</s>"]
+    fig, ax = plt.subplots(figsize=(0.45 * len(sources) + 2, 0.35 * len(targets) + 1.5))
+    for t, (start, size) in enumerate(zip(starts, sizes)):
+        ax.barh(t, size, left=start - 1.5, height=0.7, color="tab:blue", alpha=0.35)
+    if "focus" in row:
+        ax.plot(
+            [p - 1 for p in row["focus"]],
+            range(len(row["focus"])),
+            "o",
+            color="tab:red",
+            ms=3,
+            label="focus p_t",
+        )
+        ax.legend(loc="lower right", fontsize=7)
+    ax.set_xticks(range(len(sources)))
+    ax.set_xticklabels(sources, rotation=90, fontsize=8)
+    ax.set_yticks(range(len(targets)))
+    ax.set_yticklabels(targets, fontsize=8)
+    ax.set_xlim(-0.5, len(sources) - 0.5)
+    ax.invert_yaxis()
+    ax.set_title(
+        f"vision span, sentence {row['id']}: mean window {sum(sizes) / len(sizes):.1f} of {row['src_len']}",
+        fontsize=9,
+    )
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_tradeoff(points, path, title="window size vs BLEU"):
+    """points: [(label, window, bleu)] -> a line plot (Shu & Nakayama Fig. 3)."""
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot([p[1] for p in points], [p[2] for p in points], "o-")
+    for label, window, bleu in points:
+        ax.annotate(label, (window, bleu), fontsize=7, textcoords="offset points", xytext=(3, 3))
+    ax.set_xlabel("average window size (source positions scored per step)")
+    ax.set_ylabel("BLEU")
+    ax.set_title(title, fontsize=9)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    span = sub.add_parser("span", help="vision span per step (Shu Fig. 1b)")
+    span.add_argument("--generate", required=True)
+    span.add_argument("--stats", required=True)
+    span.add_argument("--ids", type=int, nargs="+", required=True)
+    span.add_argument("--out-dir", required=True)
+    tradeoff = sub.add_parser("tradeoff", help="window/BLEU curve (Shu Fig. 3)")
+    tradeoff.add_argument("--points", required=True, help="TSV: label, window, BLEU")
+    tradeoff.add_argument("--out", required=True)
+    tradeoff.add_argument("--title", default="window size vs BLEU")
+    args = parser.parse_args(argv)
+    if args.command == "span":
+        sentences, stats = read_sentences(args.generate), read_stats(args.stats)
+        os.makedirs(args.out_dir, exist_ok=True)
+        for i in args.ids:
+            if i not in sentences or i not in stats:
+                parser.error(f"sentence id {i} is not in both {args.generate} and {args.stats}")
+            plot_vision_span(stats[i], *sentences[i], os.path.join(args.out_dir, f"span_{i}.png"))
+    else:
+        with open(args.points, encoding="utf-8") as handle:
+            rows = [r for r in csv.reader(handle, delimiter="\t") if r and not r[0].startswith("#")]
+        plot_tradeoff([(r[0], float(r[1]), float(r[2])) for r in rows], args.out, args.title)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Shu & Nakayama (2017) protocol on English-Japanese (small_parallel_enja), CPU-sized.
+#   bash recipes/flexible_attention.sh [DATA_DIR] [OUT_DIR]
+# DATA_DIR: the corpus's raw files (train/dev/test.{en,ja}); downloaded when it does not exist.
+# 1. train lstm_global, lstm_local (D=10) and lstm_flexible (sigma=1.5) with beta = 0;
+# 2. fine-tune lstm_flexible one epoch with --gt-regularizer-weight 0.1 (Eq. 9);
+# 3. pick tau on dev from (0.8 1.0 1.2 1.4 1.6): the smallest whose dev BLEU is at most 0.5 below
+#    flexible tau=inf (separately for the plain and the fine-tuned model);
+# 4. Table 1 on test (window, BLEU) for global, local, flexible inf, flexible tau*, fine-tuned tau*;
+# 5. the Fig. 3 sweep of tau on dev and test with the fine-tuned model, and its plot;
+# 6. vision-span plots (Fig. 1b) for a few test sentences.
+# Environment: EPOCHS (8), BEAM (5; the paper uses 20), SENTENCES ("1 2 3" for the span plots).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+DATA=${1:-../shared/data/small_parallel_enja}
+OUT=${2:-outputs/flexible_enja}
+BEAM=${BEAM:-5}
+SENTENCES=${SENTENCES:-"1 2 3"}
+BIN=$OUT/data-bin
+[ -f "$BIN/dict.en.txt" ] || bash recipes/prepare_data.sh enja "$DATA" "$OUT"
+
+bash recipes/train.sh lstm_global "$BIN" "$OUT/lstm_global"
+bash recipes/train.sh lstm_local "$BIN" "$OUT/lstm_local" --local-window-d 10
+bash recipes/train.sh lstm_flexible "$BIN" "$OUT/lstm_flexible" --flex-sigma 1.5
+# fine-tuning: one more epoch from the trained model, beta = 0.1
+EPOCHS=1 bash recipes/train.sh lstm_flexible "$BIN" "$OUT/lstm_flexible_ft" --flex-sigma 1.5 \
+  --finetune-from-model "$OUT/lstm_flexible/checkpoints/checkpoint_best.pt" \
+  --criterion flexible_attention_cross_entropy --gt-regularizer-weight 0.1
+
+# decode NAME CHECKPOINT SUBSET TAU: writes $OUT/decode/NAME.{txt,jsonl}, prints "NAME window BLEU"
+decode() {
+  mkdir -p "$OUT/decode"
+  fairseq-generate "$BIN" --user-dir fairseq_vision_attn --task translation_vision_attn --path "$2" \
+    --gen-subset "$3" --beam "$BEAM" --batch-size 64 --cpu --vision-span-threshold "$4" \
+    --stats-output "$OUT/decode/$1.jsonl" > "$OUT/decode/$1.txt" 2> "$OUT/decode/$1.log"
+  python -m fairseq_vision_attn.report --points "$1=$OUT/decode/$1.txt:$OUT/decode/$1.jsonl"
+}
+ckpt() { echo "$OUT/$1/checkpoints/checkpoint_best.pt"; }
+
+# pick_tau MODEL: dev sweep, prints the chosen tau
+pick_tau() {
+  local model=$1 rows="$OUT/dev_sweep.$1.tsv"
+  decode "$model.dev.inf" "$(ckpt "$model")" valid inf > "$rows"
+  for tau in 0.8 1.0 1.2 1.4 1.6; do decode "$model.dev.$tau" "$(ckpt "$model")" valid "$tau" >> "$rows"; done
+  python - "$rows" <<'PY'
+import sys
+rows = [line.split("\t") for line in open(sys.argv[1]).read().splitlines()]
+reference = float(rows[0][2])
+ok = [r for r in rows[1:] if float(r[2]) >= reference - 0.5]
+print(ok[0][0].rsplit(".dev.", 1)[1] if ok else "inf")
+PY
+}
+tau=$(pick_tau lstm_flexible)
+tau_ft=$(pick_tau lstm_flexible_ft)
+echo "chosen thresholds: flexible tau*=$tau, fine-tuned tau*=$tau_ft" | tee "$OUT/thresholds.txt"
+
+table=$OUT/table1.tsv
+{
+  echo -e "# system\twindow\tBLEU (test, sacrebleu -tok none, beam $BEAM)"
+  decode global "$(ckpt lstm_global)" test inf
+  decode local "$(ckpt lstm_local)" test inf
+  decode "flexible(tau=inf)" "$(ckpt lstm_flexible)" test inf
+  decode "flexible(tau=$tau)" "$(ckpt lstm_flexible)" test "$tau"
+  decode "+fine-tuning(tau=$tau_ft)" "$(ckpt lstm_flexible_ft)" test "$tau_ft"
+} > "$table"
+column -t -s$'\t' "$table"
+
+for subset in valid test; do
+  points=$OUT/fig3.$subset.tsv
+  : > "$points"
+  for tau in 0.3 0.5 0.8 1.0 1.2 1.4 1.6 5.0 8.0 999; do
+    decode "ft.$subset.$tau" "$(ckpt lstm_flexible_ft)" "$subset" "$tau" | sed "s/^ft\.$subset\.//" >> "$points"
+  done
+  python -m fairseq_vision_attn.plots tradeoff --points "$points" --out "$OUT/fig3_$subset.png" \
+    --title "fine-tuned flexible attention, $subset: window vs BLEU (tau labels)"
+done
+# shellcheck disable=SC2086
+python -m fairseq_vision_attn.plots span --generate "$OUT/decode/+fine-tuning(tau=$tau_ft).txt" \
+  --stats "$OUT/decode/+fine-tuning(tau=$tau_ft).jsonl" --ids $SENTENCES --out-dir "$OUT/spans"
+echo "wrote $table, $OUT/fig3_{valid,test}.png and $OUT/spans/"
