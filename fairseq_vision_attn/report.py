@@ -73,8 +73,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("systems", nargs="+", metavar="NAME=GEN[:STATS]")
     parser.add_argument("--tokenize", default="none", help="sacrebleu tokenizer (default: none)")
-    parser.add_argument("--points", action="store_true",
-                        help="print 'NAME<TAB>window<TAB>BLEU' lines (for plots tradeoff) instead of a table")
+    parser.add_argument(
+        "--points",
+        action="store_true",
+        help="print 'NAME<TAB>window<TAB>BLEU' lines (for plots tradeoff) instead of a table",
+    )
     args = parser.parse_args(argv)
     rows, columns = [], []
     for spec in args.systems:

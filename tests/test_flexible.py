@@ -48,7 +48,7 @@ def test_window_is_exactly_the_positions_below_threshold(g, focus, length, tau, 
     penalties = {s: g * (s - focus) ** 2 / (2 * sigma**2) for s in range(1, length + 1)}
     below = [s for s, p in penalties.items() if p < tau]
     # positions within float rounding of the boundary may go either way
-    borderline = {s for s, p in penalties.items() if abs(p - tau) < 1e-9 * max(1.0, tau)}
+    borderline = {s for s, p in penalties.items() if abs(p - tau) < 1e-6 * max(1.0, tau)}
     if below:
         assert set(chosen) ^ set(below) <= borderline
     else:  # nothing below tau: the position nearest the previous focus, alone

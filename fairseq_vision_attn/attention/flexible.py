@@ -79,13 +79,10 @@ class FlexibleAttention(Attention):
         prev_focus = state["focus"]  # batch
         tau = self.span_threshold
         if self.training or math.isinf(tau):
-            weights, window_start, window_size = self._full(query, cache, g, prev_focus)
+            context, weights, focus, start, size = self._full(query, cache, g, prev_focus)
         else:
-            weights, window_start, window_size = self._windowed(query, cache, g, prev_focus, tau)
-        context = torch.bmm(weights.unsqueeze(1), cache["values"]).squeeze(1)  # batch x key_dim
-        positions = torch.arange(1, weights.size(1) + 1, device=weights.device, dtype=weights.dtype)
-        focus = (weights * positions).sum(-1)  # p_t, batch
-        extras = {"window_size": window_size, "window_start": window_start, "g": g, "focus": focus}
+            context, weights, focus, start, size = self._windowed(query, cache, g, prev_focus, tau)
+        extras = {"window_size": size, "window_start": start, "g": g, "focus": focus}
         return AttentionStep(context, weights, {"focus": focus}, extras)
 
     def penalty(self, g, prev_focus, positions):
@@ -98,18 +95,24 @@ class FlexibleAttention(Attention):
         positions = torch.arange(1, keys.size(1) + 1, device=keys.device, dtype=keys.dtype)
         positions = positions.unsqueeze(0).expand(keys.size(0), -1)  # batch x src_len
         scores = self.scorer.scores(query, keys) - self.penalty(g, prev_focus, positions)
-        return masked_softmax(scores, cache["src_pad"]), torch.ones_like(g), cache["src_len"]
+        weights = masked_softmax(scores, cache["src_pad"])  # batch x src_len
+        context = torch.bmm(weights.unsqueeze(1), cache["values"]).squeeze(1)  # batch x key_dim
+        focus = (weights * positions).sum(-1)  # p_t (Eq. 4), batch
+        return context, weights, focus, torch.ones_like(g), cache["src_len"]
 
     def _windowed(self, query, cache, g, prev_focus, tau):
-        """Gather and score only the positions with penalty < tau (sec. 3.1)."""
+        """Gather the positions with penalty < tau and compute everything on them alone."""
         start, width = self.window(g, prev_focus, cache["src_len"], tau)
         max_len = cache["keys"].size(1)
         index, valid = window_indices(start, width, max_len)  # batch x W
         positions = (index + 1).to(g.dtype)  # batch x W
         scores = self.scorer.scores(query, gather_rows(cache["keys"], index))  # batch x W
         scores = scores - self.penalty(g, prev_focus, positions)
-        soft = masked_softmax(scores, ~valid)  # batch x W
-        return scatter_rows(soft, index, valid, max_len), start.to(g.dtype), width.to(g.dtype)
+        soft = masked_softmax(scores, ~valid)  # batch x W (zero outside each row's window)
+        context = torch.bmm(soft.unsqueeze(1), gather_rows(cache["values"], index)).squeeze(1)
+        focus = (soft * positions).sum(-1)  # p_t over the window, batch
+        weights = scatter_rows(soft, index, valid, max_len)  # batch x src_len, for attn outputs
+        return context, weights, focus, start.to(g.dtype), width.to(g.dtype)
 
     def window(self, g, prev_focus, src_len, tau):
         """First position and size of {s : penalty(s) < tau} within 1..S, at least one position.
