@@ -71,7 +71,12 @@ def format_table(rows, columns):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("systems", nargs="+", metavar="NAME=GEN[:STATS]")
+    parser.add_argument(
+        "systems",
+        nargs="+",
+        metavar="NAME=GEN[:STATS]",
+        help="NAME may contain '=' (split at the last one); the paths may not",
+    )
     parser.add_argument("--tokenize", default="none", help="sacrebleu tokenizer (default: none)")
     parser.add_argument(
         "--points",
@@ -81,7 +86,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     rows, columns = [], []
     for spec in args.systems:
-        name, sep, paths = spec.partition("=")
+        name, sep, paths = spec.rpartition("=")  # NAME may hold '=', the paths may not
         if not sep:
             parser.error(f"expected NAME=GEN_OUTPUT[:STATS_JSONL], got {spec!r}")
         gen_path, _, stats_path = paths.partition(":")

@@ -9,7 +9,8 @@
 # 4. Table 1 on test (window, BLEU) for global, local, flexible inf, flexible tau*, fine-tuned tau*;
 # 5. the Fig. 3 sweep of tau on dev and test with the fine-tuned model, and its plot;
 # 6. vision-span plots (Fig. 1b) for a few test sentences.
-# Environment: EPOCHS (8), BEAM (5; the paper uses 20), SENTENCES ("1 2 3" for the span plots).
+# Environment: EPOCHS (8), BEAM (5; the paper uses 20), SENTENCES ("1 2 3" for the span plots),
+# FIG3_SUBSETS ("valid test").
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 DATA=${1:-../shared/data/small_parallel_enja}
@@ -27,13 +28,17 @@ EPOCHS=1 bash recipes/train.sh lstm_flexible "$BIN" "$OUT/lstm_flexible_ft" --fl
   --finetune-from-model "$OUT/lstm_flexible/checkpoints/checkpoint_best.pt" \
   --criterion flexible_attention_cross_entropy --gt-regularizer-weight 0.1
 
-# decode NAME CHECKPOINT SUBSET TAU: writes $OUT/decode/NAME.{txt,jsonl}, prints "NAME window BLEU"
+# decode LABEL CHECKPOINT SUBSET TAU: writes $OUT/decode/<slug>.{txt,jsonl,log},
+# prints "LABEL<TAB>window<TAB>BLEU"
+slug() { echo "$1" | tr -c 'A-Za-z0-9._-\n' '_'; }
 decode() {
+  local f
+  f="$OUT/decode/$(slug "$1")"
   mkdir -p "$OUT/decode"
   fairseq-generate "$BIN" --user-dir fairseq_vision_attn --task translation_vision_attn --path "$2" \
     --gen-subset "$3" --beam "$BEAM" --batch-size 64 --cpu --vision-span-threshold "$4" \
-    --stats-output "$OUT/decode/$1.jsonl" > "$OUT/decode/$1.txt" 2> "$OUT/decode/$1.log"
-  python -m fairseq_vision_attn.report --points "$1=$OUT/decode/$1.txt:$OUT/decode/$1.jsonl"
+    --stats-output "$f.jsonl" > "$f.txt" 2> "$f.log" || { tail -n 20 "$f.log" >&2; exit 1; }
+  python -m fairseq_vision_attn.report --points "$1=$f.txt:$f.jsonl"
 }
 ckpt() { echo "$OUT/$1/checkpoints/checkpoint_best.pt"; }
 
@@ -65,7 +70,7 @@ table=$OUT/table1.tsv
 } > "$table"
 column -t -s$'\t' "$table"
 
-for subset in valid test; do
+for subset in ${FIG3_SUBSETS:-valid test}; do
   points=$OUT/fig3.$subset.tsv
   : > "$points"
   for tau in 0.3 0.5 0.8 1.0 1.2 1.4 1.6 5.0 8.0 999; do
@@ -75,6 +80,7 @@ for subset in valid test; do
     --title "fine-tuned flexible attention, $subset: window vs BLEU (tau labels)"
 done
 # shellcheck disable=SC2086
-python -m fairseq_vision_attn.plots span --generate "$OUT/decode/+fine-tuning(tau=$tau_ft).txt" \
-  --stats "$OUT/decode/+fine-tuning(tau=$tau_ft).jsonl" --ids $SENTENCES --out-dir "$OUT/spans"
+ft="$OUT/decode/$(slug "+fine-tuning(tau=$tau_ft)")"
+python -m fairseq_vision_attn.plots span --generate "$ft.txt" --stats "$ft.jsonl" --ids $SENTENCES \
+  --out-dir "$OUT/spans"
 echo "wrote $table, $OUT/fig3_{valid,test}.png and $OUT/spans/"

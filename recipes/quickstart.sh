@@ -8,7 +8,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-outputs/quickstart}
 EPOCHS=${EPOCHS:-8}
-ARCHS=${ARCHS:-"lstm_noattn lstm_global lstm_local"}
+ARCHS=${ARCHS:-"lstm_noattn lstm_global lstm_local lstm_flexible"}
+FLEX_TAU=${FLEX_TAU:-1.0}  # lstm_flexible is decoded twice: tau = inf and tau = FLEX_TAU
 THREADS=${THREADS:-2}
 export OMP_NUM_THREADS=$THREADS
 
@@ -32,13 +33,20 @@ for arch in $ARCHS; do
     --save-dir "$OUT/checkpoints/$arch" --no-epoch-checkpoints --no-last-checkpoints \
     --log-format simple --log-interval 50 > "$OUT/train.$arch.log" 2>&1 \
     || { tail -n 20 "$OUT/train.$arch.log" >&2; exit 1; }
-  fairseq-generate "$OUT/data-bin" --user-dir fairseq_vision_attn --task translation_vision_attn \
-    --path "$OUT/checkpoints/$arch/checkpoint_best.pt" --gen-subset test --beam 5 --batch-size 64 \
-    --cpu --stats-output "$OUT/$arch.stats.jsonl" > "$OUT/generate.$arch.txt" 2> "$OUT/generate.$arch.log" \
-    || { tail -n 20 "$OUT/generate.$arch.log" >&2; exit 1; }
-  grep "vision-attn stats" "$OUT/generate.$arch.txt" >&2 || true
-  systems+=("$arch=$OUT/generate.$arch.txt:$OUT/$arch.stats.jsonl")
+  taus=inf
+  [ "$arch" = lstm_flexible ] && taus="inf $FLEX_TAU"
+  for tau in $taus; do
+    name=$arch; [ "$tau" = inf ] || name="$arch.tau$tau"
+    fairseq-generate "$OUT/data-bin" --user-dir fairseq_vision_attn --task translation_vision_attn \
+      --path "$OUT/checkpoints/$arch/checkpoint_best.pt" --gen-subset test --beam 5 --batch-size 64 \
+      --cpu --vision-span-threshold "$tau" --stats-output "$OUT/$name.stats.jsonl" \
+      > "$OUT/generate.$name.txt" 2> "$OUT/generate.$name.log" \
+      || { tail -n 20 "$OUT/generate.$name.log" >&2; exit 1; }
+    label=$arch; [ "$tau" = inf ] || label="$arch(tau=$tau)"
+    systems+=("$label=$OUT/generate.$name.txt:$OUT/$name.stats.jsonl")
+  done
 done
 
-echo "== quick start: toy reversal, test set (sacrebleu, tokenize none)"
+echo "== quick start: toy reversal, 200 test sentences (sacrebleu, tokenize none); window_sizes ="
+echo "   source positions scored per target token, g = flexible attention's penalty strength"
 python -m fairseq_vision_attn.report "${systems[@]}" | tee "$OUT/table.tsv"
