@@ -16,21 +16,14 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from .report import parse_generate_output  # noqa: E402
+
 
 def read_sentences(gen_path):
     """id -> (source tokens, hypothesis tokens) from fairseq-generate's S- and D- lines."""
-    src, hyp = {}, {}
-    with open(gen_path, encoding="utf-8") as handle:
-        for line in handle:
-            fields = line.rstrip("\n").split("\t")
-            tag, _, index = fields[0].partition("-")
-            if not index.isdigit():
-                continue
-            if tag == "S":
-                src[int(index)] = fields[1].split()
-            elif tag == "D":
-                hyp[int(index)] = fields[2].split() if len(fields) > 2 else []
-    return {i: (src[i], hyp[i]) for i in hyp if i in src}
+    lines = parse_generate_output(gen_path)
+    src, hyp = lines.get("S", {}), lines.get("D", {})
+    return {i: (src[i][0].split(), f[1].split() if len(f) > 1 else []) for i, f in hyp.items() if i in src}
 
 
 def read_stats(stats_path):

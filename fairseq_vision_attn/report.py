@@ -17,19 +17,26 @@ import sacrebleu
 from .stats import NOT_AVERAGED
 
 
-def read_generate_output(path, hypothesis_prefix="D"):
-    """Return (hypotheses, references) ordered by sentence id."""
-    hyps, refs = {}, {}
+def parse_generate_output(path):
+    """fairseq-generate's tagged lines: {tag: {sentence id: [fields after the tag]}}.
+
+    ``S-3<TAB>src`` -> ``{"S": {3: ["src"]}}``; ``D-3<TAB>score<TAB>hyp`` -> ``{"D": {3: [score, hyp]}}``.
+    """
+    lines = {}
     with open(path, encoding="utf-8") as handle:
         for line in handle:
             fields = line.rstrip("\n").split("\t")
             tag, _, index = fields[0].partition("-")
-            if not index.isdigit():
-                continue
-            if tag == hypothesis_prefix:
-                hyps[int(index)] = fields[2] if len(fields) > 2 else ""
-            elif tag == "T":
-                refs[int(index)] = fields[1] if len(fields) > 1 else ""
+            if index.isdigit():
+                lines.setdefault(tag, {})[int(index)] = fields[1:]
+    return lines
+
+
+def read_generate_output(path, hypothesis_prefix="D"):
+    """Return (hypotheses, references) ordered by sentence id."""
+    lines = parse_generate_output(path)
+    hyps = {i: (f[1] if len(f) > 1 else "") for i, f in lines.get(hypothesis_prefix, {}).items()}
+    refs = {i: (f[0] if f else "") for i, f in lines.get("T", {}).items()}
     ids = sorted(hyps)
     missing = [i for i in ids if i not in refs]
     if missing:

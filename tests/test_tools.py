@@ -90,3 +90,46 @@ def test_report_scores_generate_output(tmp_path):
     assert report.average_stats(str(stats)) == {"src_len": 3.0, "window_sizes": 2.0}
     table = report.format_table([("sys", 100.0, {"src_len": 3.0})], ["src_len", "AL"])
     assert table.splitlines()[1] == "sys\t100.00\t3.00\t-"
+
+
+def test_plots_write_pngs(tmp_path):
+    from fairseq_vision_attn import plots
+
+    gen = tmp_path / "gen.txt"
+    gen.write_text("S-0\ta b c\nT-0\tz y x\nH-0\t-0.1\tz y x\nD-0\t-0.1\tz y x\n")
+    stats = tmp_path / "stats.jsonl"
+    stats.write_text(
+        json.dumps(
+            {
+                "id": 0,
+                "src_len": 4,
+                "hypo_len": 4,
+                "window_sizes": [4, 2, 1, 3],
+                "window_starts": [1, 2, 2, 1],
+                "focus": [3.0, 2.2, 1.4, 1.1],
+            }
+        )
+    )
+    assert plots.read_sentences(str(gen)) == {0: (["a", "b", "c"], ["z", "y", "x"])}
+    plots.main(
+        [
+            "span",
+            "--generate",
+            str(gen),
+            "--stats",
+            str(stats),
+            "--ids",
+            "0",
+            "--out-dir",
+            str(tmp_path / "spans"),
+        ]
+    )
+    points = tmp_path / "points.tsv"
+    points.write_text("0.5\t3.1\t20.0\n1.0\t4.2\t21.5\ninf\t9.9\t21.7\n")
+    plots.main(["tradeoff", "--points", str(points), "--out", str(tmp_path / "fig3.png")])
+    for path in (tmp_path / "spans" / "span_0.png", tmp_path / "fig3.png"):
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    with pytest.raises(SystemExit):
+        plots.main(
+            ["span", "--generate", str(gen), "--stats", str(stats), "--ids", "7", "--out-dir", str(tmp_path)]
+        )

@@ -45,13 +45,25 @@ def attention_dim(args, query_dim):
     return getattr(args, "attention_dim", None) or query_dim
 
 
-@register_attention("additive")
-class GlobalAttention(Attention):
-    """Soft attention over every source position (Bahdanau et al. 2014)."""
+class AdditiveAttentionBase(Attention):
+    """Base of every mechanism that scores with Eq. 3: owns the scorer and caches the keys."""
 
     def __init__(self, args, query_dim, key_dim, embed_dim):
         super().__init__(args, query_dim, key_dim, embed_dim)
         self.scorer = AdditiveScorer(query_dim, key_dim, attention_dim(args, query_dim))
+
+    def precompute(self, keys_in, src_pad, summary=None):
+        return {
+            "values": keys_in,  # batch x src_len x key_dim
+            "keys": self.scorer.keys(keys_in),  # batch x src_len x attn_dim
+            "src_pad": src_pad,  # batch x src_len
+            "src_len": source_lengths(src_pad).to(keys_in.dtype),  # batch
+        }
+
+
+@register_attention("additive")
+class GlobalAttention(AdditiveAttentionBase):
+    """Soft attention over every source position (Bahdanau et al. 2014)."""
 
     @staticmethod
     def add_args(parser):
@@ -61,14 +73,6 @@ class GlobalAttention(Attention):
             metavar="N",
             help="size of the additive score's hidden layer (W_a, U_a); default: decoder hidden size",
         )
-
-    def precompute(self, keys_in, src_pad, summary=None):
-        return {
-            "values": keys_in,
-            "keys": self.scorer.keys(keys_in),
-            "src_pad": src_pad,
-            "src_len": source_lengths(src_pad).to(keys_in.dtype),  # batch
-        }
 
     def step(self, query, cache, state, prev_embed):
         scores = self.scorer.scores(query, cache["keys"])  # batch x src_len

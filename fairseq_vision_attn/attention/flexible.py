@@ -31,18 +31,17 @@ import torch
 from torch import nn
 
 from ..errors import positive_float
-from .additive import AdditiveScorer, attention_dim
-from .base import Attention, AttentionStep, masked_softmax, source_lengths
+from .additive import AdditiveAttentionBase, attention_dim
+from .base import AttentionStep, masked_softmax
 from .registry import register_attention
 from .window import gather_rows, scatter_rows, window_indices
 
 
 @register_attention("flexible")
-class FlexibleAttention(Attention):
+class FlexibleAttention(AdditiveAttentionBase):
     def __init__(self, args, query_dim, key_dim, embed_dim):
         super().__init__(args, query_dim, key_dim, embed_dim)
         attn_dim = attention_dim(args, query_dim)
-        self.scorer = AdditiveScorer(query_dim, key_dim, attn_dim)
         self.strength_proj = nn.Linear(query_dim + embed_dim, attn_dim, bias=False)  # W_g
         self.strength_v = nn.Linear(attn_dim, 1, bias=True)  # v_g, b_g
         self.sigma = getattr(args, "flex_sigma", 1.5)
@@ -57,14 +56,6 @@ class FlexibleAttention(Attention):
             metavar="SIGMA",
             help="flexible attention's penalty width sigma (Shu & Nakayama: 1.5)",
         )
-
-    def precompute(self, keys_in, src_pad, summary=None):
-        return {
-            "values": keys_in,
-            "keys": self.scorer.keys(keys_in),
-            "src_pad": src_pad,
-            "src_len": source_lengths(src_pad).to(keys_in.dtype),  # batch
-        }
 
     def init_state(self, cache):
         return {"focus": torch.ones_like(cache["src_len"])}  # p_0 = 1, batch

@@ -20,20 +20,19 @@ Only the window's keys are gathered and scored (``batch x (2D+1)``), never the w
 import torch
 
 from ..errors import positive_int
-from .additive import AdditiveScorer, attention_dim
-from .base import Attention, AttentionStep, masked_softmax, source_lengths
+from .additive import AdditiveAttentionBase, attention_dim
+from .base import AttentionStep, masked_softmax
 from .registry import register_attention
 from .window import gather_rows, scatter_rows, window_indices
 
 
 @register_attention("local")
-class LocalAttention(Attention):
+class LocalAttention(AdditiveAttentionBase):
     weights_sum_to_one = False  # Luong: the Gaussian is applied after the softmax
 
     def __init__(self, args, query_dim, key_dim, embed_dim):
         super().__init__(args, query_dim, key_dim, embed_dim)
         attn_dim = attention_dim(args, query_dim)
-        self.scorer = AdditiveScorer(query_dim, key_dim, attn_dim)
         self.position_proj = torch.nn.Linear(query_dim, attn_dim, bias=False)  # W_p
         self.position_v = torch.nn.Linear(attn_dim, 1, bias=False)  # v_p
         self.window_d = getattr(args, "local_window_d", 10)
@@ -47,14 +46,6 @@ class LocalAttention(Attention):
             metavar="D",
             help="local-p half window D: 2D+1 positions, sigma = D/2 (Shu & Nakayama use D = 10)",
         )
-
-    def precompute(self, keys_in, src_pad, summary=None):
-        return {
-            "values": keys_in,
-            "keys": self.scorer.keys(keys_in),
-            "src_pad": src_pad,
-            "src_len": source_lengths(src_pad).to(keys_in.dtype),  # batch
-        }
 
     def step(self, query, cache, state, prev_embed):
         src_len = cache["src_len"]  # batch
