@@ -89,7 +89,7 @@ def train(name, data_bin, save_dir, updates):
         ]
     )
     # every train_inner line after the first (warm-up) interval
-    wps = [float(m) for m in re.findall(r"train_inner \|.*?\| wps ([\d.]+)", log)[1:]]
+    wps = [float(m) for m in re.findall(r"train_inner \|.*?wps=([\d.]+)", log)[1:]]
     if not wps:
         sys.exit(f"{name}: no train_inner wps in the log; use more --updates")
     return statistics.median(wps)
