@@ -103,7 +103,7 @@ def generate(name, data_bin, save_dir, subset):
             data_bin,
             *task,
             "--path",
-            os.path.join(save_dir, "checkpoint_best.pt"),
+            os.path.join(save_dir, "checkpoint_last.pt"),
             "--gen-subset",
             subset,
             "--beam",
