@@ -78,7 +78,6 @@ def train(name, data_bin, save_dir, updates):
             "--save-dir",
             save_dir,
             "--no-epoch-checkpoints",
-            "--no-last-checkpoints",
             "--disable-validation",
             "--log-format",
             "simple",
