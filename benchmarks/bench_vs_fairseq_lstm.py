@@ -42,7 +42,16 @@ SYSTEMS = {
         "--arch",
         "lstm_global",
     ],
-    "fairseq lstm": ["--task", "translation", "--arch", "lstm", "--encoder-bidirectional"],
+    # --user-dir only for its torch 2.6+ checkpoint-loading fix: the model is fairseq's own
+    "fairseq lstm": [
+        "--user-dir",
+        "fairseq_vision_attn",
+        "--task",
+        "translation",
+        "--arch",
+        "lstm",
+        "--encoder-bidirectional",
+    ],
 }
 
 
