@@ -30,7 +30,7 @@ EPOCHS=1 bash recipes/train.sh lstm_flexible "$BIN" "$OUT/lstm_flexible_ft" --fl
 
 # decode LABEL CHECKPOINT SUBSET TAU: writes $OUT/decode/<slug>.{txt,jsonl,log},
 # prints "LABEL<TAB>window<TAB>BLEU"
-slug() { echo "$1" | tr -c 'A-Za-z0-9._-\n' '_'; }
+slug() { echo "$1" | tr -c 'A-Za-z0-9._\n-' '_'; }
 decode() {
   local f
   f="$OUT/decode/$(slug "$1")"
