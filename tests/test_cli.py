@@ -215,7 +215,7 @@ def test_checkpoint_of_another_arch_fails_clearly(trained, toy_data_bin, tmp_pat
 
 
 def test_flexible_finetune_and_threshold_decode(trained, toy_data_bin, tmp_path):
-    """Train (fixture), fine-tune one epoch with beta = 0.1, decode with tau = 1.0 (Shu sec. 3)."""
+    """Train (fixture), fine-tune one epoch with beta = 0.1, decode with tau = 0.1 (Shu sec. 3)."""
     base = trained["lstm_flexible"] / "checkpoint_best.pt"
     proc = run_cli(
         train_args(
@@ -235,7 +235,7 @@ def test_flexible_finetune_and_threshold_decode(trained, toy_data_bin, tmp_path)
     )
     assert "g_mean" in proc.stdout + proc.stderr
     rows = {}
-    for tau in ("inf", "1.0"):
+    for tau in ("inf", "0.1"):
         stats = tmp_path / f"stats.{tau}.jsonl"
         out = run_cli(
             generate_args(
@@ -251,9 +251,9 @@ def test_flexible_finetune_and_threshold_decode(trained, toy_data_bin, tmp_path)
         assert "beam-avg window_size" in out.stdout
         rows[tau] = [json.loads(line) for line in stats.read_text().splitlines()]
     assert all(r["window_sizes"] == [r["src_len"]] * r["hypo_len"] for r in rows["inf"])
-    narrowed = [w < r["src_len"] for r in rows["1.0"] for w in r["window_sizes"]]
-    assert all(1 <= w <= r["src_len"] for r in rows["1.0"] for w in r["window_sizes"])
-    assert any(narrowed), "tau = 1.0 never narrowed the window"
+    narrowed = [w < r["src_len"] for r in rows["0.1"] for w in r["window_sizes"]]
+    assert all(1 <= w <= r["src_len"] for r in rows["0.1"] for w in r["window_sizes"])
+    assert any(narrowed), "tau = 0.1 never narrowed the window"
 
 
 BAD_DECODE = [

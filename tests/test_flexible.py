@@ -83,8 +83,10 @@ def test_tiny_threshold_scores_one_position():
     src, lengths, prev = random_batch(model, [9, 4, 6])
     model.decoder.attention.span_threshold = 1e-9
     _, extra = model(src, lengths, prev)
-    assert torch.all(extra["attention_extras"]["window_size"] == 1)
-    assert torch.all((extra["attn"][0] > 0).sum(-1) == 1)
+    sizes = extra["attention_extras"]["window_size"]
+    assert sizes[:, 0].tolist() == [9.0, 4.0, 6.0]  # step 1 has no previous focus
+    assert torch.all(sizes[:, 1:] == 1)
+    assert torch.all((extra["attn"][0][:, 1:] > 0).sum(-1) == 1)
 
 
 def test_threshold_really_skips_the_score_computation():
@@ -92,7 +94,7 @@ def test_threshold_really_skips_the_score_computation():
     attn = make_attention()
     keys, pad, query, embed = inputs([40, 40])
     cache = attn.precompute(keys, pad)
-    state = {"focus": torch.tensor([10.0, 30.0], dtype=torch.float64)}
+    state = {"focus": torch.tensor([10.0, 30.0], dtype=torch.float64), "has_focus": torch.ones(2).double()}
     seen = []
     original = attn.scorer.scores
     attn.scorer.scores = lambda q, k: seen.append(k.shape[1]) or original(q, k)
@@ -116,7 +118,12 @@ def test_focus_and_strength_under_padding():
     keys, pad, query, embed = inputs([6, 2, 4])
     cache = attn.precompute(keys, pad)
     state = attn.init_state(cache)
-    assert state["focus"].tolist() == [1.0, 1.0, 1.0]  # p_0 = 1
+    first = attn.step(query, cache, state, embed)
+    assert torch.all(first.extras["g"] == 0)  # no previous focus: no penalty at step 1
+    global_weights = torch.softmax(attn.scorer.scores(query, cache["keys"]).masked_fill(pad, -1e9), -1)
+    torch.testing.assert_close(first.weights, global_weights)  # step 1 = global attention
+    state = first.state
+    assert state["has_focus"].tolist() == [1.0, 1.0, 1.0]
     out = attn.step(query, cache, state, embed)
     assert out.extras["g"].shape == (3,) and torch.all((out.extras["g"] > 0) & (out.extras["g"] < 1))
     assert torch.all(out.weights[pad] == 0)

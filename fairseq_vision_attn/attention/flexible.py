@@ -9,9 +9,16 @@ previous focus, and at test time a threshold that skips the score function outsi
 
 Positions are 1-indexed, s = 1..S. Choices where the paper is silent:
 
-- **p_0 = 1**: before the first target token the focus is on the first source token. g(1)
-  sees i_1 = emb(EOS), a constant, so the model learns how strongly to hold the first step to
-  the start of the sentence (a low g(1) lets it look anywhere).
+- **no penalty at the first step**: before the first target token there is no previous focus,
+  so step 1 attends like global attention (its effective strength is 0, and with a threshold
+  it scores the whole sentence). Technically p_0 = 1 with g(1) forced to 0.
+- **b_g starts at ``--flex-strength-bias``** (default -2, g about 0.12): the model starts close
+  to global attention and learns its score function before the penalty tightens. With b_g = 0
+  (g about 0.5 from the first update) we measured on En-Ja that the penalty held the attention
+  near where it started, g saturated at 1 within 4 epochs with beta = 0, and the model learned
+  to ignore the source (dev BLEU 1.2 against 15+ for global attention): the decoder read the
+  backward encoder state at the focus as a sentence summary. Raffel et al. give the same
+  advice for monotonic attention's energy bias.
 - **threshold tau** (``--vision-span-threshold``, test time only, infinity = off): the score is
   computed only for positions with penalty(s) < tau, i.e. s in the open interval
   (p_{t-1} - sigma sqrt(2 tau / g), p_{t-1} + sigma sqrt(2 tau / g)) (sec. 3.1). Those keys are
@@ -44,6 +51,7 @@ class FlexibleAttention(AdditiveAttentionBase):
         attn_dim = attention_dim(args, query_dim)
         self.strength_proj = nn.Linear(query_dim + embed_dim, attn_dim, bias=False)  # W_g
         self.strength_v = nn.Linear(attn_dim, 1, bias=True)  # v_g, b_g
+        nn.init.constant_(self.strength_v.bias, getattr(args, "flex_strength_bias", -2.0))
         self.sigma = getattr(args, "flex_sigma", 1.5)
         #: tau; set by the task from --vision-span-threshold, used only in eval mode
         self.span_threshold = math.inf
@@ -58,7 +66,8 @@ class FlexibleAttention(AdditiveAttentionBase):
         )
 
     def init_state(self, cache):
-        return {"focus": torch.ones_like(cache["src_len"])}  # p_0 = 1, batch
+        # p_0 = 1, and no previous focus yet: has_focus = 0 switches the first penalty off
+        return {"focus": torch.ones_like(cache["src_len"]), "has_focus": torch.zeros_like(cache["src_len"])}
 
     def strength(self, query, prev_embed):
         """g(t) of Eq. 8. query: batch x query_dim, prev_embed: batch x embed_dim -> batch."""
@@ -66,7 +75,7 @@ class FlexibleAttention(AdditiveAttentionBase):
         return torch.sigmoid(self.strength_v(hidden)).squeeze(-1)
 
     def step(self, query, cache, state, prev_embed):
-        g = self.strength(query, prev_embed)  # batch
+        g = self.strength(query, prev_embed) * state["has_focus"]  # effective g(t), batch
         prev_focus = state["focus"]  # batch
         tau = self.span_threshold
         if self.training or math.isinf(tau):
@@ -74,7 +83,8 @@ class FlexibleAttention(AdditiveAttentionBase):
         else:
             context, weights, focus, start, size = self._windowed(query, cache, g, prev_focus, tau)
         extras = {"window_size": size, "window_start": start, "g": g, "focus": focus}
-        return AttentionStep(context, weights, {"focus": focus}, extras)
+        new_state = {"focus": focus, "has_focus": torch.ones_like(focus)}
+        return AttentionStep(context, weights, new_state, extras)
 
     def penalty(self, g, prev_focus, positions):
         """Eqs. 5-6. g, prev_focus: batch; positions: batch x n (1-indexed) -> batch x n."""

@@ -353,6 +353,7 @@ def base_architecture(args):
     args.attention_dim = getattr(args, "attention_dim", None)
     args.local_window_d = getattr(args, "local_window_d", None) or 10
     args.flex_sigma = getattr(args, "flex_sigma", None) or 1.5
+    args.flex_strength_bias = _or(getattr(args, "flex_strength_bias", None), -2.0)
 
 
 def _or(value, default):
