@@ -9,14 +9,43 @@ python -m fairseq_vision_attn.plots tradeoff --points TSV --out FILE
 import argparse
 import csv
 import json
+import logging
 import os
 
-import matplotlib
+# fairseq configures the root logger at DEBUG level; matplotlib's font search is not news
+logging.getLogger("matplotlib").setLevel(logging.WARNING)
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib import font_manager  # noqa: E402
+from matplotlib.ft2font import FT2Font  # noqa: E402
 
 from .report import parse_generate_output  # noqa: E402
+
+CJK_FONTS = ("Noto Sans CJK JP", "Noto Sans JP", "IPAexGothic", "IPAGothic", "TakaoGothic")
+
+
+def _font_codepoints():
+    """The code points the plot fonts can draw; adds an installed CJK font to the fallback list."""
+    installed = {f.name for f in font_manager.fontManager.ttflist}
+    cjk = [name for name in CJK_FONTS if name in installed]
+    if cjk:
+        plt.rcParams["font.family"] = ["DejaVu Sans"] + cjk[:1]
+    codepoints = set()
+    for name in plt.rcParams["font.family"]:
+        path = font_manager.findfont(font_manager.FontProperties(family=[name]), fallback_to_default=True)
+        codepoints.update(FT2Font(path).get_charmap())
+    return codepoints
+
+
+def drawable_labels(tokens, prefix):
+    """Tokens as tick labels; a token the installed fonts cannot draw becomes PREFIX<index>
+    (e.g. Japanese without a CJK font) instead of a row of empty boxes."""
+    codepoints = _font_codepoints()
+    drawable = [all(ord(c) in codepoints for c in tok) for tok in tokens]
+    return [tok if ok else f"{prefix}{i + 1}" for i, (tok, ok) in enumerate(zip(tokens, drawable))]
 
 
 def read_sentences(gen_path):
@@ -34,8 +63,8 @@ def read_stats(stats_path):
 def plot_vision_span(row, source, hypothesis, path):
     """One row per target token: the scored source span (window) and the focus p_t."""
     sizes, starts = row["window_sizes"], row.get("window_starts") or [1.0] * len(row["window_sizes"])
-    targets = hypothesis + ["</s>"]
-    sources = source + ["</s>"]
+    targets = drawable_labels(hypothesis, "y") + ["</s>"]
+    sources = drawable_labels(source, "x") + ["</s>"]
     fig, ax = plt.subplots(figsize=(0.45 * len(sources) + 2, 0.35 * len(targets) + 1.5))
     for t, (start, size) in enumerate(zip(starts, sizes)):
         ax.barh(t, size, left=start - 1.5, height=0.7, color="tab:blue", alpha=0.35)

@@ -73,7 +73,7 @@ column -t -s$'\t' "$table"
 for subset in ${FIG3_SUBSETS:-valid test}; do
   points=$OUT/fig3.$subset.tsv
   : > "$points"
-  for tau in 0.3 0.5 0.8 1.0 1.2 1.4 1.6 5.0 8.0 999; do
+  for tau in 0.3 0.5 0.8 1.0 1.2 1.4 1.6 5.0 8.0 inf; do
     decode "ft.$subset.$tau" "$(ckpt lstm_flexible_ft)" "$subset" "$tau" | sed "s/^ft\.$subset\.//" >> "$points"
   done
   python -m fairseq_vision_attn.plots tradeoff --points "$points" --out "$OUT/fig3_$subset.png" \
