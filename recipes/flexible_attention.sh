@@ -5,7 +5,8 @@
 # 1. train lstm_global, lstm_local (D=10) and lstm_flexible (sigma=1.5) with beta = 0;
 # 2. fine-tune lstm_flexible one epoch with --gt-regularizer-weight 0.1 (Eq. 9);
 # 3. pick tau on dev from (0.8 1.0 1.2 1.4 1.6): the smallest whose dev BLEU is at most 0.5 below
-#    flexible tau=inf (separately for the plain and the fine-tuned model);
+#    that of the plain flexible model with tau=inf (the paper's reference, sec. 5.3, for both the
+#    plain and the fine-tuned model);
 # 4. Table 1 on test (window, BLEU) for global, local, flexible inf, flexible tau*, fine-tuned tau*;
 # 5. the Fig. 3 sweep of tau on dev and test with the fine-tuned model, and its plot;
 # 6. vision-span plots (Fig. 1b) for a few test sentences.
@@ -42,21 +43,23 @@ decode() {
 }
 ckpt() { echo "$OUT/$1/checkpoints/checkpoint_best.pt"; }
 
-# pick_tau MODEL: dev sweep, prints the chosen tau
+# pick_tau MODEL [REFERENCE_BLEU]: dev sweep; prints the smallest tau whose dev BLEU is at most 0.5
+# below REFERENCE_BLEU (default: MODEL's own tau=inf dev BLEU), or inf when none is
 pick_tau() {
   local model=$1 rows="$OUT/dev_sweep.$1.tsv"
   decode "$model.dev.inf" "$(ckpt "$model")" valid inf > "$rows"
   for tau in 0.8 1.0 1.2 1.4 1.6; do decode "$model.dev.$tau" "$(ckpt "$model")" valid "$tau" >> "$rows"; done
-  python - "$rows" <<'PY'
+  python - "$rows" "${2:-}" <<'PY'
 import sys
 rows = [line.split("\t") for line in open(sys.argv[1]).read().splitlines()]
-reference = float(rows[0][2])
+reference = float(sys.argv[2] or rows[0][2])
 ok = [r for r in rows[1:] if float(r[2]) >= reference - 0.5]
 print(ok[0][0].rsplit(".dev.", 1)[1] if ok else "inf")
 PY
 }
 tau=$(pick_tau lstm_flexible)
-tau_ft=$(pick_tau lstm_flexible_ft)
+reference=$(head -n 1 "$OUT/dev_sweep.lstm_flexible.tsv" | cut -f 3)
+tau_ft=$(pick_tau lstm_flexible_ft "$reference")
 echo "chosen thresholds: flexible tau*=$tau, fine-tuned tau*=$tau_ft" | tee "$OUT/thresholds.txt"
 
 table=$OUT/table1.tsv
