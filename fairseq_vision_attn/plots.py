@@ -4,13 +4,20 @@ python -m fairseq_vision_attn.plots span --generate GEN --stats STATS --ids 3 7 
     vision span per decoding step (Shu & Nakayama Fig. 1b / Fig. 4)
 python -m fairseq_vision_attn.plots tradeoff --points TSV --out FILE
     window size against BLEU (Shu & Nakayama Fig. 3); TSV columns: label, window, BLEU
+python -m fairseq_vision_attn.plots temperature --generate GEN --stats STATS --ids 3 7 --out-dir DIR
+    attention temperature per output token (Lin et al. Fig. 2 heatmap)
+python -m fairseq_vision_attn.plots fixed-temperature --table TSV --out FILE
+    BLEU of models trained with fixed temperatures, SACT as a line (Lin et al. Fig. 1); TSV: the
+    report table, systems named NAME_T<temperature> (fixed), *sact* and one without either (T = 1)
 """
 
 import argparse
 import csv
 import json
 import logging
+import math
 import os
+import re
 
 # fairseq configures the root logger at DEBUG level; matplotlib's font search is not news
 logging.getLogger("matplotlib").setLevel(logging.WARNING)
@@ -108,6 +115,56 @@ def plot_tradeoff(points, path, title="window size vs BLEU"):
     plt.close(fig)
 
 
+def plot_temperatures(row, hypothesis, path):
+    """One cell per output token, coloured by log tau_t (Lin et al. Fig. 2)."""
+    temps = row["temperatures"]
+    tokens = drawable_labels(hypothesis, "y") + ["</s>"]
+    logs = [math.log(t) for t in temps]
+    bound = max(abs(v) for v in logs) or 1.0
+    fig, ax = plt.subplots(figsize=(0.55 * len(tokens) + 1.5, 1.9))
+    image = ax.imshow([logs], cmap="coolwarm", vmin=-bound, vmax=bound, aspect="auto")
+    ax.set_xticks(range(len(tokens)))
+    ax.set_xticklabels(tokens, rotation=90, fontsize=8)
+    ax.set_yticks([])
+    for t, tau in enumerate(temps):
+        ax.text(t, 0, f"{tau:.2f}", ha="center", va="center", fontsize=6)
+    fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02).set_label("log tau", fontsize=7)
+    ax.set_title(f"attention temperature, sentence {row['id']} (red: softer, blue: sharper)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def fixed_temperature_points(table_rows):
+    """Report-table rows -> ([(T, BLEU)] of the fixed-temperature models incl. T = 1, SACT's BLEU)."""
+    fixed, sact = [], None
+    for row in table_rows:
+        name, bleu = row[0], float(row[1])
+        match = re.search(r"_T([0-9.]+)$", name)
+        if match:
+            fixed.append((float(match.group(1)), bleu))
+        elif "sact" in name:
+            sact = bleu
+        else:
+            fixed.append((1.0, bleu))
+    return sorted(fixed), sact
+
+
+def plot_fixed_temperature(fixed, sact, path):
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot([t for t, _ in fixed], [b for _, b in fixed], "o-", label="fixed temperature (w/o SACT)")
+    if sact is not None:
+        ax.axhline(sact, color="tab:red", label="SACT")
+    ax.set_xlabel("temperature")
+    ax.set_ylabel("BLEU")
+    ax.set_title("models trained with fixed temperatures against SACT (Lin et al. Fig. 1)", fontsize=9)
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -120,14 +177,35 @@ def main(argv=None):
     tradeoff.add_argument("--points", required=True, help="TSV: label, window, BLEU")
     tradeoff.add_argument("--out", required=True)
     tradeoff.add_argument("--title", default="window size vs BLEU")
+    temperature = sub.add_parser("temperature", help="temperature per output token (Lin Fig. 2)")
+    temperature.add_argument("--generate", required=True)
+    temperature.add_argument("--stats", required=True)
+    temperature.add_argument("--ids", type=int, nargs="+", required=True)
+    temperature.add_argument("--out-dir", required=True)
+    fixed = sub.add_parser("fixed-temperature", help="BLEU against fixed temperatures (Lin Fig. 1)")
+    fixed.add_argument("--table", required=True, help="the report table (TSV) of the systems")
+    fixed.add_argument("--out", required=True)
     args = parser.parse_args(argv)
-    if args.command == "span":
+    if args.command in ("span", "temperature"):
         sentences, stats = read_sentences(args.generate), read_stats(args.stats)
         os.makedirs(args.out_dir, exist_ok=True)
         for i in args.ids:
             if i not in sentences or i not in stats:
                 parser.error(f"sentence id {i} is not in both {args.generate} and {args.stats}")
-            plot_vision_span(stats[i], *sentences[i], os.path.join(args.out_dir, f"span_{i}.png"))
+            if args.command == "span":
+                plot_vision_span(stats[i], *sentences[i], os.path.join(args.out_dir, f"span_{i}.png"))
+            elif "temperatures" not in stats[i]:
+                parser.error(
+                    f"{args.stats} has no 'temperatures': decode a model with --attention-temperature"
+                )
+            else:
+                plot_temperatures(
+                    stats[i], sentences[i][1], os.path.join(args.out_dir, f"temperature_{i}.png")
+                )
+    elif args.command == "fixed-temperature":
+        with open(args.table, encoding="utf-8") as handle:
+            rows = [r for r in csv.reader(handle, delimiter="\t") if r and r[0] != "system"]
+        plot_fixed_temperature(*fixed_temperature_points(rows), args.out)
     else:
         with open(args.points, encoding="utf-8") as handle:
             rows = [r for r in csv.reader(handle, delimiter="\t") if r and not r[0].startswith("#")]

@@ -119,6 +119,11 @@ def test_generate_writes_statistics(arch, trained, toy_data_bin, tmp_path):
         assert all(0 <= w <= row["src_len"] for w in row["window_sizes"])
         if arch == "lstm_global":
             assert row["window_sizes"] == [row["src_len"]] * row["hypo_len"]
+        if arch == "lstm_sact":  # one temperature per output token, inside (1/lambda, lambda)
+            assert len(row["temperatures"]) == row["hypo_len"]
+            assert all(0.25 < t < 4 for t in row["temperatures"])
+    if arch == "lstm_sact":
+        assert "temperatures" in summary[0]
 
 
 def test_interactive_reads_piped_input(trained, toy_data_bin):
@@ -290,3 +295,44 @@ def test_bad_flexible_training_flags_fail_clearly(flags, named, toy_data_bin, tm
     assert proc.returncode != 0
     assert named in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize(
+    "arch,flags,named",
+    [
+        ("lstm_sact", ["--sact-lambda", "1"], "--sact-lambda"),
+        ("lstm_sact", ["--sact-lambda", "0.5"], "--sact-lambda"),
+        ("lstm_global", ["--attention-temperature", "warm"], "--attention-temperature"),
+        (
+            "lstm_global",
+            ["--attention-temperature", "fixed", "--fixed-temperature", "0"],
+            "--fixed-temperature",
+        ),
+        ("lstm_noattn", ["--attention-temperature", "sact"], "cannot be applied to --attention none"),
+    ],
+)
+def test_bad_temperature_flags_fail_clearly(arch, flags, named, toy_data_bin, tmp_path):
+    proc = run_cli(train_args(toy_data_bin, tmp_path, arch) + flags, cwd=REPO, check=False)
+    assert proc.returncode != 0
+    assert named in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_sact_on_flexible_trains_and_decodes_with_a_threshold(toy_data_bin, tmp_path):
+    """The temperature composes with flexible attention end to end: train, then threshold-decode."""
+    run_cli(train_args(toy_data_bin, tmp_path, "lstm_flexible", "--attention-temperature", "sact"), cwd=REPO)
+    stats = tmp_path / "stats.jsonl"
+    proc = run_cli(
+        generate_args(
+            toy_data_bin,
+            tmp_path / "checkpoint_best.pt",
+            "--vision-span-threshold",
+            "0.5",
+            "--stats-output",
+            str(stats),
+        ),
+        cwd=REPO,
+    )
+    assert "beam-avg window_size" in proc.stdout and "temperature" in proc.stdout
+    rows = [json.loads(line) for line in stats.read_text().splitlines()]
+    assert all(len(r["temperatures"]) == len(r["window_sizes"]) == r["hypo_len"] for r in rows)

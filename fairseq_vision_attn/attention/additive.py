@@ -65,6 +65,8 @@ class AdditiveAttentionBase(Attention):
 class GlobalAttention(AdditiveAttentionBase):
     """Soft attention over every source position (Bahdanau et al. 2014)."""
 
+    supports_temperature = True
+
     @staticmethod
     def add_args(parser):
         parser.add_argument(
@@ -74,8 +76,10 @@ class GlobalAttention(AdditiveAttentionBase):
             help="size of the additive score's hidden layer (W_a, U_a); default: decoder hidden size",
         )
 
-    def step(self, query, cache, state, prev_embed):
+    def step(self, query, cache, state, prev_embed, temperature=None):
         scores = self.scorer.scores(query, cache["keys"])  # batch x src_len
+        if temperature is not None:
+            scores = scores / temperature.unsqueeze(1)  # Lin et al. Eq. 4
         weights = masked_softmax(scores, cache["src_pad"])  # batch x src_len
         context = torch.bmm(weights.unsqueeze(1), cache["values"]).squeeze(1)  # batch x key_dim
         # every real position is scored: the window is the whole sentence (Shu Table 1)

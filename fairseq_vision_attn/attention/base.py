@@ -67,6 +67,9 @@ class Attention(nn.Module, metaclass=abc.ABCMeta):
     weights_sum_to_one = True
     #: True for mechanisms that may only read a source prefix (unidirectional encoder).
     streaming = False
+    #: True where ``step`` takes ``temperature=`` (a ``batch`` tensor dividing the scores
+    #: before the softmax), so ``--attention-temperature`` (:mod:`.temperature`) applies.
+    supports_temperature = False
 
     def __init__(self, args, query_dim: int, key_dim: int, embed_dim: int):
         super().__init__()
@@ -81,6 +84,11 @@ class Attention(nn.Module, metaclass=abc.ABCMeta):
     @property
     def context_dim(self) -> int:
         return self.key_dim
+
+    @property
+    def mechanism(self) -> "Attention":
+        """The mechanism itself, under any wrapper (e.g. a temperature)."""
+        return self
 
     def precompute(self, keys_in: Tensor, src_pad: Tensor, summary: Optional[Tensor] = None) -> State:
         """Per-sentence cache, computed once before the first decoder step.
@@ -97,8 +105,19 @@ class Attention(nn.Module, metaclass=abc.ABCMeta):
         return {}
 
     @abc.abstractmethod
-    def step(self, query: Tensor, cache: State, state: State, prev_embed: Tensor) -> AttentionStep:
-        """One decoder step. query: batch x query_dim; prev_embed: batch x embed_dim."""
+    def step(
+        self,
+        query: Tensor,
+        cache: State,
+        state: State,
+        prev_embed: Tensor,
+        temperature: Optional[Tensor] = None,
+    ) -> AttentionStep:
+        """One decoder step. query: batch x query_dim; prev_embed: batch x embed_dim.
+
+        ``temperature`` (batch, or None for 1) divides the scores before the softmax; only
+        mechanisms with ``supports_temperature`` receive it.
+        """
 
 
 def masked_softmax(scores: Tensor, src_pad: Tensor) -> Tensor:

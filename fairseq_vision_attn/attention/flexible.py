@@ -46,6 +46,10 @@ from .window import gather_rows, scatter_rows, window_indices
 
 @register_attention("flexible")
 class FlexibleAttention(AdditiveAttentionBase):
+    #: a temperature divides the content score only: softmax(score / tau_t - penalty), so the
+    #: penalty, and the window of --vision-span-threshold, mean the same with and without it
+    supports_temperature = True
+
     def __init__(self, args, query_dim, key_dim, embed_dim):
         super().__init__(args, query_dim, key_dim, embed_dim)
         attn_dim = attention_dim(args, query_dim)
@@ -74,14 +78,15 @@ class FlexibleAttention(AdditiveAttentionBase):
         hidden = torch.tanh(self.strength_proj(torch.cat([query, prev_embed], dim=-1)))
         return torch.sigmoid(self.strength_v(hidden)).squeeze(-1)
 
-    def step(self, query, cache, state, prev_embed):
+    def step(self, query, cache, state, prev_embed, temperature=None):
         g = self.strength(query, prev_embed) * state["has_focus"]  # effective g(t), batch
         prev_focus = state["focus"]  # batch
         tau = self.span_threshold
         if self.training or math.isinf(tau):
-            context, weights, focus, start, size = self._full(query, cache, g, prev_focus)
+            out = self._full(query, cache, g, prev_focus, temperature)
         else:
-            context, weights, focus, start, size = self._windowed(query, cache, g, prev_focus, tau)
+            out = self._windowed(query, cache, g, prev_focus, tau, temperature)
+        context, weights, focus, start, size = out
         extras = {"window_size": size, "window_start": start, "g": g, "focus": focus}
         new_state = {"focus": focus, "has_focus": torch.ones_like(focus)}
         return AttentionStep(context, weights, new_state, extras)
@@ -90,24 +95,28 @@ class FlexibleAttention(AdditiveAttentionBase):
         """Eqs. 5-6. g, prev_focus: batch; positions: batch x n (1-indexed) -> batch x n."""
         return g.unsqueeze(1) * (positions - prev_focus.unsqueeze(1)) ** 2 / (2 * self.sigma**2)
 
-    def _full(self, query, cache, g, prev_focus):
+    def _content_scores(self, query, keys, temperature):
+        scores = self.scorer.scores(query, keys)  # batch x n
+        return scores if temperature is None else scores / temperature.unsqueeze(1)
+
+    def _full(self, query, cache, g, prev_focus, temperature=None):
         """Score every position (training, tau = infinity)."""
         keys = cache["keys"]  # batch x src_len x attn_dim
         positions = torch.arange(1, keys.size(1) + 1, device=keys.device, dtype=keys.dtype)
         positions = positions.unsqueeze(0).expand(keys.size(0), -1)  # batch x src_len
-        scores = self.scorer.scores(query, keys) - self.penalty(g, prev_focus, positions)
+        scores = self._content_scores(query, keys, temperature) - self.penalty(g, prev_focus, positions)
         weights = masked_softmax(scores, cache["src_pad"])  # batch x src_len
         context = torch.bmm(weights.unsqueeze(1), cache["values"]).squeeze(1)  # batch x key_dim
         focus = (weights * positions).sum(-1)  # p_t (Eq. 4), batch
         return context, weights, focus, torch.ones_like(g), cache["src_len"]
 
-    def _windowed(self, query, cache, g, prev_focus, tau):
+    def _windowed(self, query, cache, g, prev_focus, tau, temperature=None):
         """Gather the positions with penalty < tau and compute everything on them alone."""
         start, width = self.window(g, prev_focus, cache["src_len"], tau)
         max_len = cache["keys"].size(1)
         index, valid = window_indices(start, width, max_len)  # batch x W
         positions = (index + 1).to(g.dtype)  # batch x W
-        scores = self.scorer.scores(query, gather_rows(cache["keys"], index))  # batch x W
+        scores = self._content_scores(query, gather_rows(cache["keys"], index), temperature)  # batch x W
         scores = scores - self.penalty(g, prev_focus, positions)
         soft = masked_softmax(scores, ~valid)  # batch x W (zero outside each row's window)
         context = torch.bmm(soft.unsqueeze(1), gather_rows(cache["values"], index)).squeeze(1)

@@ -29,6 +29,7 @@ from .window import gather_rows, scatter_rows, window_indices
 @register_attention("local")
 class LocalAttention(AdditiveAttentionBase):
     weights_sum_to_one = False  # Luong: the Gaussian is applied after the softmax
+    supports_temperature = True  # the window's softmax(score / tau), then the Gaussian
 
     def __init__(self, args, query_dim, key_dim, embed_dim):
         super().__init__(args, query_dim, key_dim, embed_dim)
@@ -47,7 +48,7 @@ class LocalAttention(AdditiveAttentionBase):
             help="local-p half window D: 2D+1 positions, sigma = D/2 (Shu & Nakayama use D = 10)",
         )
 
-    def step(self, query, cache, state, prev_embed):
+    def step(self, query, cache, state, prev_embed, temperature=None):
         src_len = cache["src_len"]  # batch
         max_len = cache["keys"].size(1)
         gate = torch.sigmoid(self.position_v(torch.tanh(self.position_proj(query)))).squeeze(-1)
@@ -60,6 +61,8 @@ class LocalAttention(AdditiveAttentionBase):
         index, valid = window_indices(start, width, max_len)  # batch x W
 
         scores = self.scorer.scores(query, gather_rows(cache["keys"], index))  # batch x W
+        if temperature is not None:
+            scores = scores / temperature.unsqueeze(1)
         soft = masked_softmax(scores, ~valid)  # batch x W
         distance = (index + 1).to(focus.dtype) - focus.unsqueeze(1)  # batch x W
         gauss = torch.exp(-(distance**2) / (2 * self.sigma**2))

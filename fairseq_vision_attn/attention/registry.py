@@ -23,15 +23,22 @@ def attention_choices():
 
 
 def build_attention(name, args, query_dim, key_dim, embed_dim):
-    """Instantiate the mechanism called ``name``; unknown names list the valid ones."""
+    """Instantiate the mechanism called ``name`` (wrapped in ``--attention-temperature`` when
+    one is asked for); unknown names list the valid ones."""
     if name not in ATTENTION_REGISTRY:
         raise VisionAttnError(
             f"--attention: unknown mechanism {name!r}; valid choices: {', '.join(attention_choices())}"
         )
-    return ATTENTION_REGISTRY[name](args, query_dim, key_dim, embed_dim)
+    from .temperature import wrap_with_temperature
+
+    attention = ATTENTION_REGISTRY[name](args, query_dim, key_dim, embed_dim)
+    return wrap_with_temperature(attention, args)
 
 
 def add_attention_args(parser):
     """Expose every registered mechanism's flags in one block."""
+    from .temperature import add_temperature_args
+
     for name in attention_choices():
         ATTENTION_REGISTRY[name].add_args(parser)
+    add_temperature_args(parser)

@@ -37,6 +37,18 @@ def lstm_flexible(args):
     base_architecture(args)
 
 
+@register_model_architecture(MODEL_NAME, "lstm_sact")
+def lstm_sact(args):
+    """Lin et al.'s self-adaptive temperature on additive attention (``--sact-lambda``, default 4).
+
+    The temperature composes with other mechanisms too: ``--arch lstm_flexible
+    --attention-temperature sact`` (see :mod:`..attention.temperature`).
+    """
+    args.attention = getattr(args, "attention", None) or "additive"
+    args.attention_temperature = getattr(args, "attention_temperature", None) or "sact"
+    base_architecture(args)
+
+
 @register_model_architecture(MODEL_NAME, "lstm_global_shu")
 def lstm_global_shu(args):
     """Shu & Nakayama's sizes: 1000-d embeddings and LSTMs, a 600-unit layer before the softmax."""

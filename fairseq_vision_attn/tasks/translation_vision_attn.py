@@ -95,6 +95,7 @@ class TranslationVisionAttnTask(TranslationTask):
         """Hand this task's generation flags to a model's attention, or refuse them clearly."""
         decoder = getattr(model, "decoder", None)
         attention = getattr(decoder, "attention", None)
+        attention = getattr(attention, "mechanism", attention)  # under a temperature wrapper
         tau = self.cfg.vision_span_threshold
         if not math.isinf(tau):
             if not hasattr(attention, "span_threshold"):
