@@ -133,3 +133,55 @@ def test_plots_write_pngs(tmp_path):
         plots.main(
             ["span", "--generate", str(gen), "--stats", str(stats), "--ids", "7", "--out-dir", str(tmp_path)]
         )
+
+
+def test_temperature_plots_and_function_word_analysis(tmp_path, capsys):
+    from fairseq_vision_attn import analysis, plots
+
+    gen = tmp_path / "gen.txt"
+    gen.write_text("S-0\ta b c\nT-0\tz y x\nD-0\t-0.1\tthe cat .\nS-1\ta\nT-1\tz\nD-1\t-0.2\ta dog\n")
+    stats = tmp_path / "stats.jsonl"
+    rows = [{"id": 0, "temperatures": [2.0, 0.5, 3.0, 1.0]}, {"id": 1, "temperatures": [2.5, 0.4, 1.2]}]
+    stats.write_text("\n".join(json.dumps(r) for r in rows))
+    plots.main(
+        ["temperature", "--generate", str(gen), "--stats", str(stats), "--ids", "0", "1"]
+        + ["--out-dir", str(tmp_path / "temps")]
+    )
+    table = tmp_path / "table.tsv"
+    table.write_text("system\tBLEU\nlstm_global\t4.7\nlstm_sact\t5.1\nlstm_global_T0.8\t4.2\n")
+    plots.main(["fixed-temperature", "--table", str(table), "--out", str(tmp_path / "fig1.png")])
+    for path in (
+        tmp_path / "temps" / "temperature_0.png",
+        tmp_path / "temps" / "temperature_1.png",
+        tmp_path / "fig1.png",
+    ):
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    vocab = tmp_path / "dict.txt"
+    vocab.write_text("the 100\n. 90\na 80\ncat 5\ndog 4\n")
+    analysis.main(
+        ["temperature-by-word", "--generate", str(gen), "--stats", str(stats), "--dict", str(vocab)]
+        + ["--function-words", "3", "--min-count", "1"]
+    )
+    out = capsys.readouterr().out.splitlines()
+    function = next(line for line in out if line.startswith("function\t")).split("\t")
+    content = next(line for line in out if line.startswith("content\t")).split("\t")
+    assert function[1] == "3" and abs(float(function[2]) - 2.5) < 1e-9
+    assert content[1] == "2" and abs(float(content[2]) - 0.45) < 1e-9
+
+    no_temps = tmp_path / "plain.jsonl"
+    no_temps.write_text(json.dumps({"id": 0, "window_sizes": [1, 1, 1, 1]}))
+    with pytest.raises(SystemExit):
+        plots.main(
+            [
+                "temperature",
+                "--generate",
+                str(gen),
+                "--stats",
+                str(no_temps),
+                "--ids",
+                "0",
+                "--out-dir",
+                str(tmp_path),
+            ]
+        )
