@@ -336,3 +336,32 @@ def test_sact_on_flexible_trains_and_decodes_with_a_threshold(toy_data_bin, tmp_
     assert "beam-avg window_size" in proc.stdout and "temperature" in proc.stdout
     rows = [json.loads(line) for line in stats.read_text().splitlines()]
     assert all(len(r["temperatures"]) == len(r["window_sizes"]) == r["hypo_len"] for r in rows)
+
+
+@pytest.mark.parametrize(
+    "flags,named",
+    [
+        (["--memory-size", "0"], "--memory-size"),
+        (["--memory-size", "many"], "--memory-size"),
+        (["--memory-encoder-score", "relu"], "--memory-encoder-score"),
+        (["--memory-decoder-score", "tanh"], "--memory-decoder-score"),
+        (["--memory-normalize", "both"], "--memory-normalize"),
+        (["--memory-position-encoding", "maybe"], "--memory-position-encoding"),
+    ],
+)
+def test_bad_memory_flags_fail_clearly(flags, named, toy_data_bin, tmp_path):
+    proc = run_cli(train_args(toy_data_bin, tmp_path, "lstm_memory") + flags, cwd=REPO, check=False)
+    assert proc.returncode != 0
+    assert named in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+
+
+def test_memory_prints_its_effective_alignment(trained, toy_data_bin):
+    """fairseq-generate --print-alignment draws alpha . beta (Britz et al. sec. 5) as A- lines."""
+    proc = run_cli(
+        generate_args(toy_data_bin, trained["lstm_memory"] / "checkpoint_best.pt", "--print-alignment"),
+        cwd=REPO,
+    )
+    alignments = [line for line in proc.stdout.splitlines() if line.startswith("A-")]
+    assert len(alignments) == 12
+    assert all("-" in pair for line in alignments for pair in line.split("\t")[1].split())

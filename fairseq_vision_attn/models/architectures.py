@@ -37,6 +37,13 @@ def lstm_flexible(args):
     base_architecture(args)
 
 
+@register_model_architecture(MODEL_NAME, "lstm_memory")
+def lstm_memory(args):
+    """Britz et al.'s fixed-size memory attention (``--memory-size K``, default 32)."""
+    args.attention = getattr(args, "attention", None) or "memory"
+    base_architecture(args)
+
+
 @register_model_architecture(MODEL_NAME, "lstm_sact")
 def lstm_sact(args):
     """Lin et al.'s self-adaptive temperature on additive attention (``--sact-lambda``, default 4).

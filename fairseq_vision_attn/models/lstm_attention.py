@@ -354,6 +354,11 @@ def base_architecture(args):
     args.local_window_d = getattr(args, "local_window_d", None) or 10
     args.flex_sigma = getattr(args, "flex_sigma", None) or 1.5
     args.flex_strength_bias = _or(getattr(args, "flex_strength_bias", None), -2.0)
+    args.memory_size = getattr(args, "memory_size", None) or 32
+    args.memory_position_encoding = bool(getattr(args, "memory_position_encoding", None) or False)
+    args.memory_encoder_score = getattr(args, "memory_encoder_score", None) or "sigmoid"
+    args.memory_decoder_score = getattr(args, "memory_decoder_score", None) or "softmax"
+    args.memory_normalize = getattr(args, "memory_normalize", None) or "time"
     args.attention_temperature = getattr(args, "attention_temperature", None) or "none"
     args.sact_lambda = getattr(args, "sact_lambda", None) or 4.0
     args.fixed_temperature = getattr(args, "fixed_temperature", None) or 1.0

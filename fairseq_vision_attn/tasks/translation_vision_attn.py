@@ -88,14 +88,20 @@ class TranslationVisionAttnTask(TranslationTask):
 
     def build_generator(self, models, args, **kwargs):
         for model in models:
-            self.configure_for_inference(model)
+            self.configure_for_inference(model, print_alignment=bool(getattr(args, "print_alignment", False)))
         return super().build_generator(models, args, **kwargs)
 
-    def configure_for_inference(self, model):
-        """Hand this task's generation flags to a model's attention, or refuse them clearly."""
+    def configure_for_inference(self, model, print_alignment=False):
+        """Hand this task's generation flags to a model's attention, or refuse them clearly.
+
+        Memory attention computes its effective alignment alpha . beta only for
+        ``--print-alignment``, so that a search step reads nothing of source length.
+        """
         decoder = getattr(model, "decoder", None)
         attention = getattr(decoder, "attention", None)
         attention = getattr(attention, "mechanism", attention)  # under a temperature wrapper
+        if hasattr(attention, "expose_alignment"):
+            attention.expose_alignment = print_alignment
         tau = self.cfg.vision_span_threshold
         if not math.isinf(tau):
             if not hasattr(attention, "span_threshold"):

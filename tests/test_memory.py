@@ -1,0 +1,151 @@
+"""Fixed-size memory attention (Britz et al. 2017): C against the equations, padding, Eq. 10, cost."""
+
+import itertools
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from fairseq_vision_attn.attention.memory import position_encoding
+
+from .conftest import build_model, random_batch
+
+K = 4
+VARIANTS = list(itertools.product(["softmax", "sigmoid"], ["time", "slots"], [False, True]))
+
+
+def make_attention(encoder_score="sigmoid", normalize="time", pe=False, decoder_score="softmax"):
+    model = build_model(
+        "lstm_memory",
+        memory_size=K,
+        memory_encoder_score=encoder_score,
+        memory_normalize=normalize,
+        memory_position_encoding=pe,
+        memory_decoder_score=decoder_score,
+    )
+    return model.decoder.attention
+
+
+def naive_memory(attention, states, length):
+    """Eqs. 4-5 / 8-10 with Python loops, for one unpadded sentence (states: length x D)."""
+    w = attention.encoder_proj.weight.detach()  # K x D
+    scores = [[float(w[k] @ states[s]) for k in range(K)] for s in range(length)]
+    if attention.use_position_encoding:
+        table = [
+            [
+                (1 - (k + 1) / K) * (1 - (s + 1) / length) + ((k + 1) / K) * ((s + 1) / length)
+                for k in range(K)
+            ]
+            for s in range(length)
+        ]
+        for k in range(K):
+            column = sum(table[s][k] for s in range(length))
+            for s in range(length):
+                scores[s][k] *= table[s][k] / column * length
+    scores = torch.tensor(scores, dtype=torch.float64)  # length x K
+    if attention.encoder_score == "softmax":
+        alpha = torch.softmax(scores, dim=0 if attention.normalize == "time" else 1)
+    else:
+        alpha = torch.sigmoid(scores)
+        if attention.normalize == "time":
+            alpha = alpha / alpha.sum(0, keepdim=True)
+    memory = torch.zeros(K, states.size(1), dtype=torch.float64)
+    for k in range(K):
+        for s in range(length):
+            memory[k] += alpha[s, k] * states[s].double()
+    return memory
+
+
+@pytest.mark.parametrize("encoder_score,normalize,pe", VARIANTS)
+def test_memory_matches_the_equations_and_ignores_padding(encoder_score, normalize, pe):
+    attention = make_attention(encoder_score, normalize, pe)
+    lengths = [5, 2, 4]
+    states = torch.randn(3, 5, attention.key_dim)
+    src_pad = torch.arange(5).unsqueeze(0) >= torch.tensor(lengths).unsqueeze(1)
+    states_garbage = states.masked_fill(src_pad.unsqueeze(-1), 1e3)  # padding states must not matter
+    for keys in (states, states_garbage):
+        memory = attention.precompute(keys, src_pad)["memory"]
+        for i, n in enumerate(lengths):
+            expected = naive_memory(attention, states[i, :n], n)
+            torch.testing.assert_close(memory[i].double(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_position_encoding_is_eq_10_renormalised_over_each_sentence():
+    src_pad = torch.tensor([[False] * 6, [False, False, False, True, True, True]])
+    table = position_encoding(src_pad, K)  # batch x S x K
+    assert table.shape == (2, 6, K)
+    assert torch.all(table[1, 3:] == 0)
+    for i, n in enumerate([6, 3]):
+        raw = torch.tensor(
+            [
+                [(1 - k / K) * (1 - s / n) + (k / K) * (s / n) for k in range(1, K + 1)]
+                for s in range(1, n + 1)
+            ]
+        )
+        torch.testing.assert_close(table[i, :n], raw / raw.sum(0, keepdim=True) * n)
+        torch.testing.assert_close(table[i, :n].sum(0), torch.full((K,), float(n)))
+    # the first slot leans to the start of the sentence, the last to its end (Fig. 2)
+    assert table[0, 0, 0] > table[0, -1, 0] and table[0, -1, -1] > table[0, 0, -1]
+
+
+@pytest.mark.parametrize("decoder_score", ["softmax", "sigmoid"])
+def test_decoder_scores_and_context(decoder_score):
+    attention = make_attention(decoder_score=decoder_score)
+    keys = torch.randn(2, 3, attention.key_dim)
+    cache = attention.precompute(keys, torch.zeros(2, 3, dtype=torch.bool))
+    query = torch.randn(2, attention.query_dim)
+    beta = attention.decoder_weights(query)
+    if decoder_score == "softmax":
+        torch.testing.assert_close(beta.sum(-1), torch.ones(2))
+    else:
+        torch.testing.assert_close(beta, torch.sigmoid(query @ attention.decoder_proj.weight.T))
+    out = attention.step(query, cache, {}, torch.randn(2, attention.embed_dim))
+    torch.testing.assert_close(out.context, torch.einsum("bk,bkd->bd", beta, cache["memory"]))
+    # effective alignment alpha . beta (paper sec. 5)
+    torch.testing.assert_close(out.weights, torch.einsum("bsk,bk->bs", cache["alpha"], beta))
+
+
+def _step_flops(attention, src_len):
+    keys = torch.randn(2, src_len, attention.key_dim)
+    cache = attention.precompute(keys, torch.zeros(2, src_len, dtype=torch.bool))
+    query, embed = torch.randn(2, attention.query_dim), torch.randn(2, attention.embed_dim)
+    with FlopCounterMode(display=False) as counter:
+        out = attention.step(query, cache, {}, embed)
+    return counter.get_total_flops(), cache, out
+
+
+def test_a_decoding_step_does_not_grow_with_the_source():
+    """With the alignment off (plain generation), a step reads only C: same FLOPs for 5 and 500
+    source tokens, and the cache holds nothing of source length."""
+    attention = make_attention()
+    attention.expose_alignment = False
+    short, cache, _ = _step_flops(attention, 5)
+    long, cache_long, out = _step_flops(attention, 500)
+    assert short == long > 0
+    assert set(cache_long) == {"memory"} and cache_long["memory"].shape == (2, K, attention.key_dim)
+    assert out.weights is None
+    attention.expose_alignment = True  # with alpha . beta exposed, the step does grow
+    assert _step_flops(attention, 500)[0] > _step_flops(attention, 5)[0]
+
+
+def test_generation_turns_the_alignment_off_unless_asked():
+    from fairseq_vision_attn.tasks.translation_vision_attn import TranslationVisionAttnTask
+
+    model = build_model("lstm_memory")
+    task = TranslationVisionAttnTask.__new__(TranslationVisionAttnTask)
+    task.cfg = type("Cfg", (), {"vision_span_threshold": float("inf")})()
+    task.search_stats = type("S", (), {"observe": staticmethod(lambda extras: None)})()
+    task.configure_for_inference(model)
+    assert model.decoder.attention.expose_alignment is False
+    task.configure_for_inference(model, print_alignment=True)
+    assert model.decoder.attention.expose_alignment is True
+
+
+def test_gradients_reach_both_score_matrices():
+    model = build_model("lstm_memory", memory_position_encoding=True).train()
+    src, lengths, prev = random_batch(model, [6, 2, 4])
+    logits, _ = model.decoder(prev, encoder_out=model.encoder(src, lengths))
+    logits.logsumexp(-1).sum().backward()
+    attention = model.decoder.attention
+    assert attention.encoder_proj.weight.grad.abs().sum() > 0
+    assert attention.decoder_proj.weight.grad.abs().sum() > 0
