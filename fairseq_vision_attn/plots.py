@@ -9,6 +9,11 @@ python -m fairseq_vision_attn.plots temperature --generate GEN --stats STATS --i
 python -m fairseq_vision_attn.plots fixed-temperature --table TSV --out FILE
     BLEU of models trained with fixed temperatures, SACT as a line (Lin et al. Fig. 1); TSV: the
     report table, systems named NAME_T<temperature> (fixed), *sact* and one without either (T = 1)
+python -m fairseq_vision_attn.plots curves --logs NAME=TRAIN_LOG ... --out FILE
+    validation BLEU per epoch from fairseq-train logs run with --eval-bleu (Britz et al. Fig. 3a)
+python -m fairseq_vision_attn.plots memory-alignment --path CKPT --data-bin DIR --ids 0 1 --out-dir DIR
+    effective alignment alpha . beta of memory attention, teacher-forced on the references of
+    the --subset split (Britz et al. Figs. 6-8); any attention's weights for other models
 """
 
 import argparse
@@ -165,6 +170,83 @@ def plot_fixed_temperature(fixed, sact, path):
     plt.close(fig)
 
 
+def read_bleu_curve(log_path):
+    """[(epoch, valid BLEU)] from a fairseq-train log run with --eval-bleu."""
+    points = []
+    pattern = re.compile(r"\| valid \| epoch (\d+) .*?\| bleu ([0-9.]+)")
+    with open(log_path, encoding="utf-8") as handle:
+        for line in handle:
+            match = pattern.search(line)
+            if match:
+                points.append((int(match.group(1)), float(match.group(2))))
+    return points
+
+
+def plot_curves(curves, path, title):
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for name, points in curves:
+        ax.plot([p[0] for p in points], [p[1] for p in points], "o-", ms=3, label=name)
+    ax.set_xlabel("epoch")
+    ax.set_ylabel("validation BLEU")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_alignment(weights, source, target, path, title):
+    """weights: target x source matrix (rows: output steps)."""
+    fig, ax = plt.subplots(figsize=(0.3 * len(source) + 2, 0.3 * len(target) + 1.5))
+    ax.imshow(weights, cmap="Greys", aspect="auto", vmin=0)
+    ax.set_xticks(range(len(source)))
+    ax.set_xticklabels(drawable_labels(source, "x"), rotation=90, fontsize=7)
+    ax.set_yticks(range(len(target)))
+    ax.set_yticklabels(drawable_labels(target, "y"), fontsize=7)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def memory_alignments(checkpoint, data_bin, ids, out_dir, subset="valid"):
+    """Teacher-force the references of ``ids`` through a checkpoint and plot its attention weights
+    (for memory attention: alpha . beta). Imports fairseq lazily: the other plots do not need it."""
+    import torch
+    from fairseq import checkpoint_utils
+
+    if not os.path.isfile(checkpoint):
+        raise SystemExit(f"--path: no checkpoint at {checkpoint}")
+
+    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+        [checkpoint], arg_overrides={"data": data_bin}
+    )
+    model = models[0].eval()
+    attention = getattr(model.decoder.attention, "mechanism", model.decoder.attention)
+    if hasattr(attention, "expose_alignment"):  # off when the task built a generator (--eval-bleu)
+        attention.expose_alignment = True
+    task.load_dataset(subset)
+    dataset = task.dataset(subset)
+    os.makedirs(out_dir, exist_ok=True)
+    for i in ids:
+        if not 0 <= i < len(dataset):
+            raise SystemExit(f"sentence id {i} is not in {subset} ({len(dataset)} sentences)")
+        sample = dataset.collater([dataset[i]])
+        with torch.no_grad():
+            _, extra = model(**sample["net_input"])
+        attn = extra["attn"][0]
+        if attn is None:
+            raise SystemExit(f"{checkpoint}: this model exposes no attention weights")
+        src = task.source_dictionary.string(dataset[i]["source"]).split() + ["</s>"]
+        tgt = task.target_dictionary.string(dataset[i]["target"]).split() + ["</s>"]
+        weights = attn[0, : len(tgt), : len(src)].numpy()
+        name = getattr(model.decoder.attention, "registry_name", "attention")
+        plot_alignment(
+            weights, src, tgt, os.path.join(out_dir, f"alignment_{i}.png"), f"{name} weights, {subset} {i}"
+        )
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -185,7 +267,26 @@ def main(argv=None):
     fixed = sub.add_parser("fixed-temperature", help="BLEU against fixed temperatures (Lin Fig. 1)")
     fixed.add_argument("--table", required=True, help="the report table (TSV) of the systems")
     fixed.add_argument("--out", required=True)
+    curves = sub.add_parser("curves", help="validation BLEU per epoch (Britz Fig. 3a)")
+    curves.add_argument("--logs", nargs="+", required=True, metavar="NAME=TRAIN_LOG")
+    curves.add_argument("--out", required=True)
+    curves.add_argument("--title", default="validation BLEU")
+    align = sub.add_parser("memory-alignment", help="alpha . beta heatmaps (Britz Figs. 6-8)")
+    align.add_argument("--path", required=True, help="checkpoint")
+    align.add_argument("--data-bin", required=True)
+    align.add_argument("--subset", default="valid")
+    align.add_argument("--ids", type=int, nargs="+", required=True)
+    align.add_argument("--out-dir", required=True)
     args = parser.parse_args(argv)
+    if args.command == "curves":
+        named = [spec.rpartition("=") for spec in args.logs]
+        if any(not sep for _, sep, _ in named):
+            parser.error("--logs takes NAME=TRAIN_LOG")
+        plot_curves([(name, read_bleu_curve(path)) for name, _, path in named], args.out, args.title)
+        return
+    if args.command == "memory-alignment":
+        memory_alignments(args.path, args.data_bin, args.ids, args.out_dir, args.subset)
+        return
     if args.command in ("span", "temperature"):
         sentences, stats = read_sentences(args.generate), read_stats(args.stats)
         os.makedirs(args.out_dir, exist_ok=True)

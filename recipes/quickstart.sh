@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT:-outputs/quickstart}
 EPOCHS=${EPOCHS:-8}
-ARCHS=${ARCHS:-"lstm_noattn lstm_global lstm_local lstm_flexible lstm_sact"}
+ARCHS=${ARCHS:-"lstm_noattn lstm_global lstm_local lstm_flexible lstm_memory lstm_sact"}
 FLEX_TAU=${FLEX_TAU:-1.0}  # lstm_flexible is decoded twice: tau = inf and tau = FLEX_TAU
 THREADS=${THREADS:-2}
 export OMP_NUM_THREADS=$THREADS

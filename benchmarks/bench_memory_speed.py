@@ -1,0 +1,106 @@
+"""Decoding speed of fixed-size memory attention against global attention and no attention.
+
+    python benchmarks/bench_memory_speed.py [--lengths 10 50 100 200] [--sizes 16 32 64]
+        [--beam 10] [--repeats 3]
+
+Britz et al. (2017) Table 1 measure the decoding time of the toy copy task, where the target is
+as long as the source. Here the same sources are decoded by ``lstm_noattn``, ``lstm_memory``
+(each K of ``--sizes``) and ``lstm_global``, side by side in one process, alternating systems on
+every repeat so that machine load hits all alike. Each system encodes the source (memory
+attention builds C there) and then runs one incremental decoder step per target token with
+forced targets (as many steps as source tokens), ``--beam`` hypotheses as one batch, the shape
+beam search gives the decoder. Fresh models with the paper's toy sizes (2x256 biLSTM encoder,
+2x256 LSTM decoder, vocabulary 20); time does not depend on the weights. Reported: seconds per
+sentence (encoder + decoder) and the ratio to ``lstm_global``.
+"""
+
+import argparse
+import statistics
+import time
+
+import torch
+from fairseq.data import Dictionary
+from fairseq.models import ARCH_CONFIG_REGISTRY
+
+import fairseq_vision_attn  # noqa: F401
+from fairseq_vision_attn.models.lstm_attention import VisionAttnLSTMModel
+
+
+def fresh_model(arch, vocab_size, **flags):
+    torch.manual_seed(0)
+    d = Dictionary()
+    for i in range(vocab_size):
+        d.add_symbol(f"w{i}")
+    args = argparse.Namespace(
+        arch=arch,
+        encoder_embed_dim=256,
+        encoder_hidden_size=256,
+        encoder_layers=2,
+        decoder_embed_dim=256,
+        decoder_hidden_size=256,
+        decoder_layers=2,
+        decoder_out_embed_dim=256,
+        dropout=0.0,
+        **flags,
+    )
+    ARCH_CONFIG_REGISTRY[arch](args)
+    model = VisionAttnLSTMModel.build_model(
+        args, argparse.Namespace(source_dictionary=d, target_dictionary=d)
+    )
+    attention = getattr(model.decoder.attention, "mechanism", model.decoder.attention)
+    if hasattr(attention, "expose_alignment"):
+        attention.expose_alignment = False  # as fairseq-generate without --print-alignment
+    return model.eval()
+
+
+@torch.no_grad()
+def decode_time(model, src, targets):
+    start = time.perf_counter()
+    encoder_out = model.encoder(src, torch.full((src.size(0),), src.size(1)))
+    state = {}
+    for t in range(targets.size(1)):
+        model.decoder(targets[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+    return time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--lengths", type=int, nargs="+", default=[10, 50, 100, 200])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[16, 32, 64], help="memory sizes K")
+    parser.add_argument("--beam", type=int, default=10)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sentences", type=int, default=3, help="sentences per length and repeat")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--vocab-size", type=int, default=20)
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+
+    systems = [("lstm_noattn", fresh_model("lstm_noattn", args.vocab_size))]
+    systems += [
+        (f"lstm_memory K={k}", fresh_model("lstm_memory", args.vocab_size, memory_size=k)) for k in args.sizes
+    ]
+    systems += [("lstm_global", fresh_model("lstm_global", args.vocab_size))]
+    eos = systems[0][1].encoder.dictionary.eos()
+    vocab = len(systems[0][1].encoder.dictionary)
+
+    g = torch.Generator().manual_seed(1)
+    print("length\tsystem\ts/sentence\tspeed-up vs lstm_global")
+    for length in args.lengths:
+        batch = []
+        for _ in range(args.sentences):
+            src = torch.randint(4, vocab, (1, length), generator=g).repeat(args.beam, 1)
+            src[:, -1] = eos
+            targets = torch.cat([torch.full((args.beam, 1), eos), src[:, :-1]], dim=1)  # copy task
+            batch.append((src, targets))
+        times = {name: [] for name, _ in systems}
+        for _ in range(args.repeats):
+            for name, model in systems:
+                times[name].append(sum(decode_time(model, s, t) for s, t in batch) / len(batch))
+        reference = statistics.median(times["lstm_global"])
+        for name, _ in systems:
+            median = statistics.median(times[name])
+            print(f"{length}\t{name}\t{median:.4f}\t{reference / median:.2f}x", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Britz et al. (2017) fixed-size memory attention, CPU-sized.
+#   bash recipes/memory_attention.sh [OUT_DIR] [REAL_DATA_DIR]
+# Stage "toy" (Table 1 and Fig. 3a): the copy task with vocabulary 20 and random lengths up to L
+# for L in LENGTHS; lstm_noattn, lstm_memory for K in SIZES, lstm_global (and K=NORM_K with
+# --memory-normalize slots, the paper's literal Eq. 5); BLEU and fairseq-generate seconds on the
+# validation set (beam BEAM), one table ($OUT/memory_table.tsv); validation-BLEU training curves
+# for L=CURVE_LENGTH ($OUT/memory_fig3a.png); alpha.beta heatmaps for a few validation sentences.
+# Stage "real": on small_parallel_enja (REAL_DATA_DIR), lstm_memory K=32/64 with and without
+# position encodings against lstm_global ($OUT/memory_real.tsv).
+# Environment: STAGES ("toy real"), LENGTHS ("10 50 100"; the paper adds 200), SIZES ("1 4 16 32 64"),
+# NORM_K (16), TRAIN (20000; paper 100000), VALID (1000), EPOCHS (10), DIM (128), LAYERS (1; paper
+# 2x256), BEAM (10), CURVE_LENGTH (50), ALIGN_K (16: the K of the heatmaps), REAL_EPOCHS (8).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT=${1:-outputs/memory}
+REAL_DATA=${2:-../shared/data/small_parallel_enja}
+STAGES=${STAGES:-"toy real"}
+LENGTHS=${LENGTHS:-"10 50 100"}
+SIZES=${SIZES:-"1 4 16 32 64"}
+NORM_K=${NORM_K:-16}
+TRAIN=${TRAIN:-20000}
+VALID=${VALID:-1000}
+EPOCHS=${EPOCHS:-10}
+DIM=${DIM:-128}
+LAYERS=${LAYERS:-1}
+BEAM=${BEAM:-10}
+CURVE_LENGTH=${CURVE_LENGTH:-50}
+ALIGN_K=${ALIGN_K:-16}
+mkdir -p "$OUT"
+
+# train_toy BIN DIR ARCH [flags...]
+train_toy() {
+  local bin=$1 dir=$2 arch=$3; shift 3
+  [ -f "$dir/checkpoint_best.pt" ] && return 0
+  mkdir -p "$dir"
+  fairseq-train "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn --arch "$arch" \
+    --encoder-embed-dim "$DIM" --encoder-hidden-size "$DIM" --encoder-layers "$LAYERS" \
+    --decoder-embed-dim "$DIM" --decoder-hidden-size "$DIM" --decoder-layers "$LAYERS" \
+    --decoder-out-embed-dim "$DIM" --dropout 0.2 --optimizer adam --lr 0.001 --clip-norm 3 \
+    --batch-size 128 --max-tokens 12000 --max-epoch "$EPOCHS" --criterion cross_entropy --cpu \
+    --num-workers 0 --seed 1 --save-dir "$dir" --no-epoch-checkpoints --log-format simple \
+    --log-interval 100 --max-source-positions 1024 --max-target-positions 1024 \
+    --eval-bleu --eval-bleu-detok space --eval-bleu-args '{"beam": 1}' --best-checkpoint-metric bleu \
+    --maximize-best-checkpoint-metric "$@" > "$dir/train.log" 2>&1 || { tail -n 30 "$dir/train.log" >&2; exit 1; }
+}
+
+# decode_toy BIN DIR NAME: prints "NAME<TAB>BLEU<TAB>seconds" (fairseq-generate's own timing)
+decode_toy() {
+  local bin=$1 dir=$2 name=$3
+  fairseq-generate "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn \
+    --path "$dir/checkpoint_best.pt" --gen-subset valid --beam "$BEAM" --batch-size 50 --cpu \
+    --max-len-a 1.2 --max-len-b 10 > "$dir/generate.txt" 2> "$dir/generate.log" \
+    || { tail -n 20 "$dir/generate.log" >&2; exit 1; }
+  local bleu seconds
+  bleu=$(python -m fairseq_vision_attn.report "x=$dir/generate.txt" | tail -n 1 | cut -f 2)
+  seconds=$(grep -o "Translated .* in [0-9.]*s" "$dir/generate.log" | sed 's/.* in \([0-9.]*\)s/\1/')
+  echo -e "$name\t$bleu\t$seconds"
+}
+
+if [[ " $STAGES " == *" toy "* ]]; then
+  table=$OUT/memory_table.tsv
+  echo -e "# length\tsystem\tBLEU (valid)\tdecode seconds (valid, beam $BEAM)" > "$table"
+  for L in $LENGTHS; do
+    d=$OUT/copy$L
+    if [ ! -f "$d/data-bin/dict.src.txt" ]; then
+      python -m fairseq_vision_attn.toydata --task copy --out-dir "$d/raw" --train-size "$TRAIN" \
+        --valid-size "$VALID" --test-size 100 --vocab-size 20 --min-len 1 --max-len "$L" --seed 1
+      fairseq-preprocess --source-lang src --target-lang tgt --trainpref "$d/raw/train" \
+        --validpref "$d/raw/valid" --testpref "$d/raw/test" --destdir "$d/data-bin" \
+        --joined-dictionary --workers 2 > "$d/preprocess.log" 2>&1
+    fi
+    systems=("lstm_noattn:noattn:" "lstm_global:global:")
+    for k in $SIZES; do systems+=("lstm_memory:memory_K$k:--memory-size $k"); done
+    systems+=("lstm_memory:memory_K${NORM_K}_slots:--memory-size $NORM_K --memory-normalize slots")
+    for spec in "${systems[@]}"; do
+      IFS=: read -r arch name flags <<< "$spec"
+      # shellcheck disable=SC2086
+      train_toy "$d/data-bin" "$d/$name" "$arch" $flags
+    done
+    for spec in "${systems[@]}"; do
+      IFS=: read -r arch name flags <<< "$spec"
+      decode_toy "$d/data-bin" "$d/$name" "$name" | sed "s/^/$L\t/" | tee -a "$table"
+    done
+  done
+  column -t -s$'\t' "$table"
+  c=$OUT/copy$CURVE_LENGTH
+  if [ -d "$c" ]; then
+    curves=()
+    for dir in "$c"/*/; do [ -f "$dir/train.log" ] && curves+=("$(basename "$dir")=$dir/train.log"); done
+    python -m fairseq_vision_attn.plots curves --logs "${curves[@]}" --out "$OUT/memory_fig3a.png" \
+      --title "copy task, length <= $CURVE_LENGTH: validation BLEU (greedy) per epoch"
+    python -m fairseq_vision_attn.plots memory-alignment --path "$c/memory_K$ALIGN_K/checkpoint_best.pt" \
+      --data-bin "$c/data-bin" --ids 0 1 2 --out-dir "$OUT/alignments"
+  fi
+fi
+
+if [[ " $STAGES " == *" real "* ]]; then
+  BIN=$OUT/real/data-bin
+  [ -f "$BIN/dict.en.txt" ] || bash recipes/prepare_data.sh enja "$REAL_DATA" "$OUT/real"
+  export EPOCHS=${REAL_EPOCHS:-8}
+  bash recipes/train.sh lstm_global "$BIN" "$OUT/real/lstm_global"
+  for k in 32 64; do
+    bash recipes/train.sh lstm_memory "$BIN" "$OUT/real/memory_K$k" --memory-size "$k"
+    bash recipes/train.sh lstm_memory "$BIN" "$OUT/real/memory_K${k}_pe" --memory-size "$k" \
+      --memory-position-encoding
+  done
+  specs=()
+  for name in lstm_global memory_K32 memory_K32_pe memory_K64 memory_K64_pe; do
+    f=$OUT/real/$name
+    fairseq-generate "$BIN" --user-dir fairseq_vision_attn --task translation_vision_attn \
+      --path "$f/checkpoints/checkpoint_best.pt" --gen-subset test --beam 5 --batch-size 64 --cpu \
+      > "$f/generate.txt" 2> "$f/generate.log" || { tail -n 20 "$f/generate.log" >&2; exit 1; }
+    specs+=("$name=$f/generate.txt")
+  done
+  python -m fairseq_vision_attn.report "${specs[@]}" | tee "$OUT/memory_real.tsv"
+fi
