@@ -23,35 +23,15 @@ import statistics
 import time
 
 import torch
+from common import fresh_model
 from fairseq import checkpoint_utils
 
-import fairseq_vision_attn  # noqa: F401
-from fairseq_vision_attn.models.lstm_attention import VisionAttnLSTMModel
 
-
-def fresh_model(arch, strength_bias, vocab_size):
-    from fairseq.data import Dictionary
-    from fairseq.models import ARCH_CONFIG_REGISTRY
-
-    torch.manual_seed(0)
-    d = Dictionary()
-    for i in range(vocab_size):
-        d.add_symbol(f"w{i}")
-    args = argparse.Namespace(
-        arch=arch,
-        encoder_embed_dim=256,
-        encoder_hidden_size=256,
-        decoder_embed_dim=256,
-        decoder_hidden_size=256,
-        decoder_out_embed_dim=256,
-        dropout=0.0,
-    )
-    ARCH_CONFIG_REGISTRY[arch](args)
-    task = argparse.Namespace(source_dictionary=d, target_dictionary=d)
-    model = VisionAttnLSTMModel.build_model(args, task)
+def flexible_or_global(arch, strength_bias, vocab_size):
+    model = fresh_model(arch, vocab_size)
     if arch == "lstm_flexible":
         torch.nn.init.constant_(model.decoder.attention.strength_v.bias, strength_bias)
-    return model.eval()
+    return model
 
 
 def load_model(path):
@@ -97,8 +77,8 @@ def main():
     if args.flexible_ckpt:
         glob, flex = load_model(args.global_ckpt), load_model(args.flexible_ckpt)
     else:
-        glob = fresh_model("lstm_global", None, args.vocab_size)
-        flex = fresh_model("lstm_flexible", args.strength_bias, args.vocab_size)
+        glob = flexible_or_global("lstm_global", None, args.vocab_size)
+        flex = flexible_or_global("lstm_flexible", args.strength_bias, args.vocab_size)
     systems = [("global", glob, float("inf")), ("flexible tau=inf", flex, float("inf"))]
     systems += [(f"flexible tau={tau:g}", flex, tau) for tau in args.taus]
 

@@ -19,38 +19,7 @@ import statistics
 import time
 
 import torch
-from fairseq.data import Dictionary
-from fairseq.models import ARCH_CONFIG_REGISTRY
-
-import fairseq_vision_attn  # noqa: F401
-from fairseq_vision_attn.models.lstm_attention import VisionAttnLSTMModel
-
-
-def fresh_model(arch, vocab_size, **flags):
-    torch.manual_seed(0)
-    d = Dictionary()
-    for i in range(vocab_size):
-        d.add_symbol(f"w{i}")
-    args = argparse.Namespace(
-        arch=arch,
-        encoder_embed_dim=256,
-        encoder_hidden_size=256,
-        encoder_layers=2,
-        decoder_embed_dim=256,
-        decoder_hidden_size=256,
-        decoder_layers=2,
-        decoder_out_embed_dim=256,
-        dropout=0.0,
-        **flags,
-    )
-    ARCH_CONFIG_REGISTRY[arch](args)
-    model = VisionAttnLSTMModel.build_model(
-        args, argparse.Namespace(source_dictionary=d, target_dictionary=d)
-    )
-    attention = getattr(model.decoder.attention, "mechanism", model.decoder.attention)
-    if hasattr(attention, "expose_alignment"):
-        attention.expose_alignment = False  # as fairseq-generate without --print-alignment
-    return model.eval()
+from common import fresh_model
 
 
 @torch.no_grad()
@@ -75,11 +44,12 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
-    systems = [("lstm_noattn", fresh_model("lstm_noattn", args.vocab_size))]
+    systems = [("lstm_noattn", fresh_model("lstm_noattn", args.vocab_size, layers=2))]
     systems += [
-        (f"lstm_memory K={k}", fresh_model("lstm_memory", args.vocab_size, memory_size=k)) for k in args.sizes
+        (f"lstm_memory K={k}", fresh_model("lstm_memory", args.vocab_size, layers=2, memory_size=k))
+        for k in args.sizes
     ]
-    systems += [("lstm_global", fresh_model("lstm_global", args.vocab_size))]
+    systems += [("lstm_global", fresh_model("lstm_global", args.vocab_size, layers=2))]
     eos = systems[0][1].encoder.dictionary.eos()
     vocab = len(systems[0][1].encoder.dictionary)
 

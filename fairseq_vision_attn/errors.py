@@ -56,6 +56,28 @@ def install_excepthook():
 # ---------------------------------------------------------------------------------------
 
 
+def str2bool(text):
+    """true/false, yes/no, on/off, 1/0 (case-insensitive)."""
+    lowered = str(text).lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def greater_than_one(text):
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a number > 1, got {text!r}") from None
+    if not value > 1 or value == float("inf"):
+        raise argparse.ArgumentTypeError(
+            f"expected a finite number > 1 (tau_t lies in (1/lambda, lambda)), got {text!r}"
+        )
+    return value
+
+
 def positive_int(text):
     try:
         value = int(text)

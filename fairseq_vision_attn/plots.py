@@ -250,20 +250,19 @@ def memory_alignments(checkpoint, data_bin, ids, out_dir, subset="valid"):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    span = sub.add_parser("span", help="vision span per step (Shu Fig. 1b)")
-    span.add_argument("--generate", required=True)
-    span.add_argument("--stats", required=True)
-    span.add_argument("--ids", type=int, nargs="+", required=True)
-    span.add_argument("--out-dir", required=True)
+    for name, help_text in (
+        ("span", "vision span per step (Shu Fig. 1b)"),
+        ("temperature", "temperature per output token (Lin Fig. 2)"),
+    ):
+        sentence_plot = sub.add_parser(name, help=help_text)
+        sentence_plot.add_argument("--generate", required=True, help="fairseq-generate output")
+        sentence_plot.add_argument("--stats", required=True, help="its --stats-output")
+        sentence_plot.add_argument("--ids", type=int, nargs="+", required=True)
+        sentence_plot.add_argument("--out-dir", required=True)
     tradeoff = sub.add_parser("tradeoff", help="window/BLEU curve (Shu Fig. 3)")
     tradeoff.add_argument("--points", required=True, help="TSV: label, window, BLEU")
     tradeoff.add_argument("--out", required=True)
     tradeoff.add_argument("--title", default="window size vs BLEU")
-    temperature = sub.add_parser("temperature", help="temperature per output token (Lin Fig. 2)")
-    temperature.add_argument("--generate", required=True)
-    temperature.add_argument("--stats", required=True)
-    temperature.add_argument("--ids", type=int, nargs="+", required=True)
-    temperature.add_argument("--out-dir", required=True)
     fixed = sub.add_parser("fixed-temperature", help="BLEU against fixed temperatures (Lin Fig. 1)")
     fixed.add_argument("--table", required=True, help="the report table (TSV) of the systems")
     fixed.add_argument("--out", required=True)

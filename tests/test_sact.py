@@ -6,13 +6,8 @@ import pytest
 import torch
 
 from fairseq_vision_attn.analysis import temperature_by_word
-from fairseq_vision_attn.attention.temperature import (
-    PREV_CONTEXT,
-    SelfAdaptiveTemperature,
-    TemperedAttention,
-    greater_than_one,
-)
-from fairseq_vision_attn.errors import VisionAttnError
+from fairseq_vision_attn.attention.temperature import PREV_CONTEXT, SelfAdaptiveTemperature, TemperedAttention
+from fairseq_vision_attn.errors import VisionAttnError, greater_than_one
 from fairseq_vision_attn.plots import fixed_temperature_points
 
 from .conftest import build_model, random_batch

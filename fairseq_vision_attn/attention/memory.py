@@ -41,23 +41,12 @@ step) is 0, as for ``lstm_noattn``.
 import torch
 from torch import Tensor, nn
 
-from ..errors import positive_int
+from ..errors import positive_int, str2bool
 from .base import Attention, AttentionStep
 from .registry import register_attention
 
 SCORE_CHOICES = ("softmax", "sigmoid")
 NORMALIZE_CHOICES = ("time", "slots")
-
-
-def _str2bool(text):
-    import argparse
-
-    lowered = str(text).lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def position_encoding(src_pad: Tensor, memory_size: int) -> Tensor:
@@ -103,7 +92,7 @@ class MemoryAttention(Attention):
         )
         parser.add_argument(
             "--memory-position-encoding",
-            type=_str2bool,
+            type=str2bool,
             nargs="?",
             const=True,
             metavar="BOOL",

@@ -34,28 +34,14 @@ of it: the wrapper keeps c_{t-1} in the step state and passes tau_t to the mecha
 - ``none`` attends to nothing and refuses it.
 """
 
-import argparse
-
 import torch
 from torch import Tensor, nn
 
-from ..errors import VisionAttnError, positive_float
+from ..errors import VisionAttnError, greater_than_one, positive_float
 from .base import Attention, AttentionStep
 
 TEMPERATURE_CHOICES = ("none", "fixed", "sact")
 PREV_CONTEXT = "temperature_prev_context"  # step-state key of c_{t-1}
-
-
-def greater_than_one(text):
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a number > 1, got {text!r}") from None
-    if not value > 1 or value == float("inf"):
-        raise argparse.ArgumentTypeError(
-            f"expected a finite number > 1 (tau_t lies in (1/lambda, lambda)), got {text!r}"
-        )
-    return value
 
 
 def add_temperature_args(parser):

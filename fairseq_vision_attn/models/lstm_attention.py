@@ -17,7 +17,6 @@ final state (forward direction at the last real token; for a bidirectional encod
 backward direction at the first token): Bahdanau et al.'s initialisation.
 """
 
-import argparse
 from typing import Dict, List
 
 import torch
@@ -31,18 +30,9 @@ from fairseq.models import (
 from torch import Tensor, nn
 
 from ..attention import add_attention_args, attention_choices, build_attention
-from ..errors import VisionAttnError, positive_int, probability
+from ..errors import VisionAttnError, positive_int, probability, str2bool
 
 MODEL_NAME = "vision_attn_lstm"
-
-
-def str2bool(text):
-    lowered = str(text).lower()
-    if lowered in ("1", "true", "yes", "on"):
-        return True
-    if lowered in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 @register_model(MODEL_NAME)
