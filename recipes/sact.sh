@@ -5,12 +5,13 @@
 # DATA_DIR: the corpus's raw files (train/dev/test.{en,ja}), as for flexible_attention.sh; the
 # two recipes can share OUT_DIR (the binarized data and lstm_global are then reused).
 # 1. train lstm_global, lstm_sact (--sact-lambda LAMBDA) and lstm_global with
-#    --attention-temperature fixed --fixed-temperature T for T in FIXED (T = 1 is lstm_global);
+#    --attention-temperature fixed --fixed-temperature T for T in FIXED (T = 1 is lstm_global;
+#    0.25 = 1/lambda is where our En-Ja SACT model's temperature saturated, see the README);
 # 2. decode the test set: one BLEU table ($OUT/sact_table.tsv) and the Fig. 1 plot (BLEU against
 #    the fixed temperature, SACT as a line);
 # 3. temperature heatmaps (Fig. 2) for a few test sentences, and the mean temperature on the
 #    most frequent target words (function words) against the rest.
-# Environment: EPOCHS (8), BEAM (5), LAMBDA (4), FIXED ("0.8 1.2 0.9 1.1"), SENTENCES ("1 2 3"),
+# Environment: EPOCHS (8), BEAM (5), LAMBDA (4), FIXED ("0.8 1.2 0.25 0.9 1.1"), SENTENCES ("1 2 3"),
 # FUNCTION_WORDS (50: the target dictionary's most frequent types counted as function words).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -18,7 +19,7 @@ DATA=${1:-../shared/data/small_parallel_enja}
 OUT=${2:-outputs/sact_enja}
 BEAM=${BEAM:-5}
 LAMBDA=${LAMBDA:-4}
-FIXED=${FIXED:-"0.8 1.2 0.9 1.1"}
+FIXED=${FIXED:-"0.8 1.2 0.25 0.9 1.1"}
 SENTENCES=${SENTENCES:-"1 2 3"}
 FUNCTION_WORDS=${FUNCTION_WORDS:-50}
 
