@@ -171,23 +171,42 @@ def test_resume_after_eval_bleu_checkpoint(toy_data_bin, tmp_path):
     assert second["optimizer_history"][-1]["num_updates"] == 2 * updates
 
 
+# (arch, invalid flags, text the one-line error must name); every flag this package adds
 BAD = [
-    (["--attention", "bogus"], "--attention"),
-    (["--encoder-hidden-size", "0"], "--encoder-hidden-size"),
-    (["--decoder-layers", "-1"], "--decoder-layers"),
-    (["--local-window-d", "0"], "--local-window-d"),
-    (["--dropout", "1.5"], "--dropout"),
-    (["--encoder-bidirectional", "maybe"], "--encoder-bidirectional"),
+    ("lstm_global", ["--attention", "bogus"], "--attention"),
+    ("lstm_global", ["--encoder-hidden-size", "0"], "--encoder-hidden-size"),
+    ("lstm_global", ["--decoder-layers", "-1"], "--decoder-layers"),
+    ("lstm_global", ["--local-window-d", "0"], "--local-window-d"),
+    ("lstm_global", ["--dropout", "1.5"], "--dropout"),
+    ("lstm_global", ["--encoder-bidirectional", "maybe"], "--encoder-bidirectional"),
     (
+        "lstm_global",
         ["--share-decoder-input-output-embed", "--decoder-out-embed-dim", "8"],
         "--share-decoder-input-output-embed",
     ),
+    ("lstm_flexible", ["--flex-sigma", "0"], "--flex-sigma"),
+    (
+        "lstm_flexible",
+        ["--criterion", "flexible_attention_cross_entropy", "--gt-regularizer-weight", "-0.1"],
+        "--gt-regularizer-weight",
+    ),
+    ("lstm_sact", ["--sact-lambda", "1"], "--sact-lambda"),
+    ("lstm_sact", ["--sact-lambda", "0.5"], "--sact-lambda"),
+    ("lstm_global", ["--attention-temperature", "warm"], "--attention-temperature"),
+    ("lstm_global", ["--attention-temperature", "fixed", "--fixed-temperature", "0"], "--fixed-temperature"),
+    ("lstm_noattn", ["--attention-temperature", "sact"], "cannot be applied to --attention none"),
+    ("lstm_memory", ["--memory-size", "0"], "--memory-size"),
+    ("lstm_memory", ["--memory-size", "many"], "--memory-size"),
+    ("lstm_memory", ["--memory-encoder-score", "relu"], "--memory-encoder-score"),
+    ("lstm_memory", ["--memory-decoder-score", "tanh"], "--memory-decoder-score"),
+    ("lstm_memory", ["--memory-normalize", "both"], "--memory-normalize"),
+    ("lstm_memory", ["--memory-position-encoding", "maybe"], "--memory-position-encoding"),
 ]
 
 
-@pytest.mark.parametrize("flags,named", BAD, ids=[b[1] + "=" + b[0][-1] for b in BAD])
-def test_bad_training_flags_fail_clearly(flags, named, toy_data_bin, tmp_path):
-    proc = run_cli(train_args(toy_data_bin, tmp_path, "lstm_global") + flags, cwd=REPO, check=False)
+@pytest.mark.parametrize("arch,flags,named", BAD, ids=[f"{a}:{n}={f[-1]}" for a, f, n in BAD])
+def test_bad_training_flags_fail_clearly(arch, flags, named, toy_data_bin, tmp_path):
+    proc = run_cli(train_args(toy_data_bin, tmp_path, arch) + flags, cwd=REPO, check=False)
     assert proc.returncode != 0
     assert named in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
@@ -280,44 +299,6 @@ def test_bad_threshold_fails_clearly(arch, flags, named, trained, toy_data_bin):
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
 
 
-@pytest.mark.parametrize(
-    "flags,named",
-    [
-        (["--flex-sigma", "0"], "--flex-sigma"),
-        (
-            ["--criterion", "flexible_attention_cross_entropy", "--gt-regularizer-weight", "-0.1"],
-            "--gt-regularizer-weight",
-        ),
-    ],
-)
-def test_bad_flexible_training_flags_fail_clearly(flags, named, toy_data_bin, tmp_path):
-    proc = run_cli(train_args(toy_data_bin, tmp_path, "lstm_flexible") + flags, cwd=REPO, check=False)
-    assert proc.returncode != 0
-    assert named in proc.stderr, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-
-
-@pytest.mark.parametrize(
-    "arch,flags,named",
-    [
-        ("lstm_sact", ["--sact-lambda", "1"], "--sact-lambda"),
-        ("lstm_sact", ["--sact-lambda", "0.5"], "--sact-lambda"),
-        ("lstm_global", ["--attention-temperature", "warm"], "--attention-temperature"),
-        (
-            "lstm_global",
-            ["--attention-temperature", "fixed", "--fixed-temperature", "0"],
-            "--fixed-temperature",
-        ),
-        ("lstm_noattn", ["--attention-temperature", "sact"], "cannot be applied to --attention none"),
-    ],
-)
-def test_bad_temperature_flags_fail_clearly(arch, flags, named, toy_data_bin, tmp_path):
-    proc = run_cli(train_args(toy_data_bin, tmp_path, arch) + flags, cwd=REPO, check=False)
-    assert proc.returncode != 0
-    assert named in proc.stderr, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
-
-
 def test_sact_on_flexible_trains_and_decodes_with_a_threshold(toy_data_bin, tmp_path):
     """The temperature composes with flexible attention end to end: train, then threshold-decode."""
     run_cli(train_args(toy_data_bin, tmp_path, "lstm_flexible", "--attention-temperature", "sact"), cwd=REPO)
@@ -336,24 +317,6 @@ def test_sact_on_flexible_trains_and_decodes_with_a_threshold(toy_data_bin, tmp_
     assert "beam-avg window_size" in proc.stdout and "temperature" in proc.stdout
     rows = [json.loads(line) for line in stats.read_text().splitlines()]
     assert all(len(r["temperatures"]) == len(r["window_sizes"]) == r["hypo_len"] for r in rows)
-
-
-@pytest.mark.parametrize(
-    "flags,named",
-    [
-        (["--memory-size", "0"], "--memory-size"),
-        (["--memory-size", "many"], "--memory-size"),
-        (["--memory-encoder-score", "relu"], "--memory-encoder-score"),
-        (["--memory-decoder-score", "tanh"], "--memory-decoder-score"),
-        (["--memory-normalize", "both"], "--memory-normalize"),
-        (["--memory-position-encoding", "maybe"], "--memory-position-encoding"),
-    ],
-)
-def test_bad_memory_flags_fail_clearly(flags, named, toy_data_bin, tmp_path):
-    proc = run_cli(train_args(toy_data_bin, tmp_path, "lstm_memory") + flags, cwd=REPO, check=False)
-    assert proc.returncode != 0
-    assert named in proc.stderr, proc.stderr[-2000:]
-    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
 
 
 def test_memory_prints_its_effective_alignment(trained, toy_data_bin):
