@@ -124,6 +124,45 @@ def test_generate_writes_statistics(arch, trained, toy_data_bin, tmp_path):
             assert all(0.25 < t < 4 for t in row["temperatures"])
     if arch == "lstm_sact":
         assert "temperatures" in summary[0]
+    if arch in STREAMING:  # one delay per written token (EOS included), non-decreasing, <= |x|
+        for row in rows:
+            delays = row["delays"]
+            assert len(delays) == row["hypo_len"]
+            assert all(1 <= d <= row["src_len"] for d in delays)
+            assert all(a <= b for a, b in zip(delays, delays[1:]))
+
+
+STREAMING = ["lstm_monotonic", "lstm_mocha", "lstm_milk", "lstm_waitk"]
+
+
+@pytest.mark.parametrize("arch", STREAMING)
+def test_streaming_arch_trains_with_the_latency_loss(arch, toy_data_bin, tmp_path):
+    """fairseq-train with --criterion latency_augmented_cross_entropy logs dal and ap in
+    training and validation; the checkpoint then decodes. wait-k's k = 12 exceeds every toy
+    source (2..8 tokens + EOS), which must still train and decode (fairseq issue 3445)."""
+    extra = ["--waitk-lagging", "12"] if arch == "lstm_waitk" else ["--mocha-chunk-size", "2"]
+    proc = run_cli(
+        train_args(
+            toy_data_bin,
+            tmp_path,
+            arch,
+            "--criterion",
+            "latency_augmented_cross_entropy",
+            "--latency-weight",
+            "0.1",
+            "--label-smoothing",
+            "0.1",
+            *extra,
+        ),
+        cwd=REPO,
+    )
+    log = proc.stdout + proc.stderr
+    train_line = next(line for line in log.splitlines() if "| train |" in line)
+    valid_line = next(line for line in log.splitlines() if "| valid |" in line)
+    for line in (train_line, valid_line):
+        assert "| dal " in line and "| ap " in line and "| latency_loss " in line, line
+    out = run_cli(generate_args(toy_data_bin, tmp_path / "checkpoint_best.pt", "--beam", "1"), cwd=REPO)
+    assert "BLEU4" in out.stdout
 
 
 def test_interactive_reads_piped_input(trained, toy_data_bin):
@@ -201,6 +240,24 @@ BAD = [
     ("lstm_memory", ["--memory-decoder-score", "tanh"], "--memory-decoder-score"),
     ("lstm_memory", ["--memory-normalize", "both"], "--memory-normalize"),
     ("lstm_memory", ["--memory-position-encoding", "maybe"], "--memory-position-encoding"),
+    ("lstm_mocha", ["--mocha-chunk-size", "0"], "--mocha-chunk-size"),
+    ("lstm_milk", ["--monotonic-noise-var", "-1"], "--monotonic-noise-var"),
+    ("lstm_milk", ["--monotonic-noise-var", "nan"], "--monotonic-noise-var"),
+    ("lstm_milk", ["--monotonic-energy-bias-init", "low"], "--monotonic-energy-bias-init"),
+    ("lstm_milk", ["--encoder-bidirectional", "true"], "--encoder-bidirectional"),
+    ("lstm_waitk", ["--waitk-lagging", "0"], "--waitk-lagging"),
+    ("lstm_waitk", ["--waitk-rate", "0"], "--waitk-rate"),
+    (
+        "lstm_milk",
+        ["--criterion", "latency_augmented_cross_entropy", "--latency-weight", "-1"],
+        "--latency-weight",
+    ),
+    (
+        "lstm_milk",
+        ["--criterion", "latency_augmented_cross_entropy", "--latency-metric", "al"],
+        "--latency-metric",
+    ),
+    ("lstm_global", ["--criterion", "latency_augmented_cross_entropy"], "needs a streaming arch"),
 ]
 
 

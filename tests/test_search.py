@@ -11,7 +11,8 @@ MAX_LEN = 9
 
 @torch.no_grad()
 def greedy(model, src, length):
-    """Greedy decoding of one sentence: argmax until EOS, EOS forced at MAX_LEN."""
+    """Greedy decoding of one sentence: argmax until EOS, EOS forced at MAX_LEN and banned at
+    the first step (fairseq's min_len = 1)."""
     eos = model.decoder.dictionary.eos()
     pad = model.decoder.dictionary.pad()
     encoder_out = model.encoder(src, torch.tensor([length]))
@@ -21,6 +22,8 @@ def greedy(model, src, length):
         logits, _ = model.decoder(tokens, encoder_out=encoder_out, incremental_state=state)
         lprobs = torch.log_softmax(logits[0, -1].float(), dim=-1)
         lprobs[pad] = float("-inf")
+        if step == 0:
+            lprobs[eos] = float("-inf")
         best = eos if step == MAX_LEN else int(lprobs.argmax())
         total += float(lprobs[best])
         tokens = torch.cat([tokens, torch.tensor([[best]])], dim=1)

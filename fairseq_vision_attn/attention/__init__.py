@@ -3,7 +3,7 @@
 Importing this package registers every mechanism in :data:`.registry.ATTENTION_REGISTRY`.
 """
 
-from . import additive, flexible, local, memory, none, temperature  # noqa: F401  (registration side effects)
+from . import additive, flexible, local, memory, monotonic, none, temperature, waitk  # noqa: F401  (registration side effects)
 from .base import Attention, AttentionStep, masked_softmax, source_lengths  # noqa: F401
 from .registry import (  # noqa: F401
     ATTENTION_REGISTRY,

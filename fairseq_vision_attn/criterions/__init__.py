@@ -1,3 +1,4 @@
-"""Criteria of the package: the flexible-attention regulariser (Shu & Nakayama Eq. 9)."""
+"""Criteria of the package: the flexible-attention regulariser (Shu & Nakayama Eq. 9) and the
+latency-augmented cross-entropy (MILk Eq. 15)."""
 
-from . import flexible_attention_cross_entropy  # noqa: F401  (registration side effects)
+from . import flexible_attention_cross_entropy, latency_augmented_cross_entropy  # noqa: F401  (registration)

@@ -44,6 +44,39 @@ def lstm_memory(args):
     base_architecture(args)
 
 
+def _streaming(args, attention):
+    """Streaming presets: the attention, and a unidirectional encoder (h_j sees x_1..x_j)."""
+    args.attention = getattr(args, "attention", None) or attention
+    if getattr(args, "encoder_bidirectional", None) is None:
+        args.encoder_bidirectional = False
+    base_architecture(args)
+
+
+@register_model_architecture(MODEL_NAME, "lstm_monotonic")
+def lstm_monotonic(args):
+    """Raffel et al.'s hard monotonic attention: the context is the state at the head."""
+    _streaming(args, "monotonic")
+
+
+@register_model_architecture(MODEL_NAME, "lstm_mocha")
+def lstm_mocha(args):
+    """Chiu & Raffel's MoChA (``--mocha-chunk-size W``, default 8)."""
+    _streaming(args, "mocha")
+
+
+@register_model_architecture(MODEL_NAME, "lstm_milk")
+def lstm_milk(args):
+    """Arivazhagan et al.'s monotonic infinite lookback attention; train with
+    ``--criterion latency_augmented_cross_entropy --latency-weight LAMBDA``."""
+    _streaming(args, "milk")
+
+
+@register_model_architecture(MODEL_NAME, "lstm_waitk")
+def lstm_waitk(args):
+    """Ma et al.'s wait-k (``--waitk-lagging K``, default 3; ``--waitk-rate R``, default 1)."""
+    _streaming(args, "waitk")
+
+
 @register_model_architecture(MODEL_NAME, "lstm_sact")
 def lstm_sact(args):
     """Lin et al.'s self-adaptive temperature on additive attention (``--sact-lambda``, default 4).

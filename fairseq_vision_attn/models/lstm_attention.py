@@ -14,7 +14,9 @@ Decoder step t (Bahdanau order, SPEC sec. 2)::
 
 The initial decoder state is h_0 = tanh(W_init e), c_0 = 0 per layer, where e is the encoder's
 final state (forward direction at the last real token; for a bidirectional encoder, the
-backward direction at the first token): Bahdanau et al.'s initialisation.
+backward direction at the first token): Bahdanau et al.'s initialisation. Streaming mechanisms
+(monotonic, mocha, milk, waitk) use a unidirectional encoder and h_0 = tanh(b) with a learned b,
+so that nothing the decoder does depends on a source token its policy has not read.
 """
 
 from typing import Dict, List
@@ -29,7 +31,7 @@ from fairseq.models import (
 )
 from torch import Tensor, nn
 
-from ..attention import add_attention_args, attention_choices, build_attention
+from ..attention import ATTENTION_REGISTRY, add_attention_args, attention_choices, build_attention
 from ..errors import VisionAttnError, positive_int, probability, str2bool
 
 MODEL_NAME = "vision_attn_lstm"
@@ -126,6 +128,13 @@ def validate_args(args):
             f"--attention: unknown mechanism {args.attention!r}; valid choices: "
             + ", ".join(attention_choices())
         )
+    if ATTENTION_REGISTRY[args.attention].streaming and args.encoder_bidirectional:
+        raise VisionAttnError(
+            f"--encoder-bidirectional true cannot be used with the streaming attention "
+            f"{args.attention!r}: a backward LSTM would read the whole source before the first "
+            "target token; use --encoder-bidirectional false (the default of lstm_monotonic, "
+            "lstm_mocha, lstm_milk and lstm_waitk)"
+        )
 
 
 def load_or_build_embedding(path, dictionary, dim):
@@ -214,7 +223,12 @@ class AttentionLSTMDecoder(FairseqIncrementalDecoder):
             nn.LSTMCell(embed_dim + ctx_dim if i == 0 else self.hidden_size, self.hidden_size)
             for i in range(self.num_layers)
         )
-        self.init_proj = nn.Linear(encoder_output_dim, self.hidden_size * self.num_layers)
+        if self.attention.mechanism.streaming:
+            # h_0 = tanh(b): the encoder's final state has read the whole source
+            self.init_proj = None
+            self.init_hidden = nn.Parameter(torch.zeros(self.hidden_size * self.num_layers))
+        else:
+            self.init_proj = nn.Linear(encoder_output_dim, self.hidden_size * self.num_layers)
         self.readout = nn.Linear(self.hidden_size + ctx_dim + embed_dim, args.decoder_out_embed_dim)  # W_r
         if args.share_decoder_input_output_embed:
             self.output_projection = nn.Linear(embed_dim, len(dictionary), bias=False)
@@ -230,7 +244,11 @@ class AttentionLSTMDecoder(FairseqIncrementalDecoder):
         states = encoder_out["encoder_out"][0]  # batch x src_len x enc_dim
         src_pad = encoder_out["encoder_padding_mask"][0]  # batch x src_len
         summary = encoder_out["encoder_summary"][0]  # batch x enc_dim
-        h0 = torch.tanh(self.init_proj(summary)).chunk(self.num_layers, dim=-1)  # layers x (batch x H)
+        if self.init_proj is None:  # streaming: h_0 depends on no source token
+            h0 = torch.tanh(self.init_hidden).to(states.dtype).expand(states.size(0), -1)
+        else:
+            h0 = torch.tanh(self.init_proj(summary))
+        h0 = h0.chunk(self.num_layers, dim=-1)  # layers x (batch x H)
         hidden = {f"h{i}": h for i, h in enumerate(h0)}
         hidden.update({f"c{i}": torch.zeros_like(h) for i, h in enumerate(h0)})
         cache = self.attention.precompute(states, src_pad, summary)
@@ -349,6 +367,11 @@ def base_architecture(args):
     args.memory_encoder_score = getattr(args, "memory_encoder_score", None) or "sigmoid"
     args.memory_decoder_score = getattr(args, "memory_decoder_score", None) or "softmax"
     args.memory_normalize = getattr(args, "memory_normalize", None) or "time"
+    args.monotonic_noise_var = _or(getattr(args, "monotonic_noise_var", None), 4.0)
+    args.monotonic_energy_bias_init = _or(getattr(args, "monotonic_energy_bias_init", None), -4.0)
+    args.mocha_chunk_size = getattr(args, "mocha_chunk_size", None) or 8
+    args.waitk_lagging = getattr(args, "waitk_lagging", None) or 3
+    args.waitk_rate = getattr(args, "waitk_rate", None) or 1.0
     args.attention_temperature = getattr(args, "attention_temperature", None) or "none"
     args.sact_lambda = getattr(args, "sact_lambda", None) or 4.0
     args.fixed_temperature = getattr(args, "fixed_temperature", None) or 1.0

@@ -1,0 +1,110 @@
+"""``--criterion latency_augmented_cross_entropy``: MILk's latency-augmented objective.
+
+    L = sum_sentences [ -log p(y | x) + lambda * C(g) ]                        (MILk Eq. 15)
+
+lambda is ``--latency-weight`` (>= 0; 0 = plain cross-entropy, bit for bit), C is
+``--latency-metric`` {dal, ap} computed on the delays the model's streaming attention reports
+(:mod:`..latency`): in training the expected delays g_i = sum_j j alpha_ij (Eq. 16), which are
+differentiable; in validation (``model.eval()``) the hard delays of the test-time policy under
+teacher forcing. The cross-entropy is fairseq's label-smoothed one (``--label-smoothing``,
+default 0) summed over target tokens, as every fairseq criterion; the latency term is summed
+over sentences, each sentence's C on its own |x| and |y| (EOS included on both sides), so
+both terms are divided alike by fairseq's sample size.
+
+Logged as training and validation metrics, averaged over sentences: ``dal`` and ``ap`` (both,
+whichever drives the loss), and ``latency_loss`` (lambda * C, summed, per sentence).
+"""
+
+from dataclasses import dataclass, field
+
+from fairseq import metrics, utils
+from fairseq.criterions import register_criterion
+from fairseq.criterions.label_smoothed_cross_entropy import (
+    LabelSmoothedCrossEntropyCriterion,
+    LabelSmoothedCrossEntropyCriterionConfig,
+)
+from fairseq.dataclass import ChoiceEnum
+
+from ..errors import VisionAttnError
+from ..latency import average_proportion, differentiable_average_lagging
+
+LATENCY_METRICS = {"dal": differentiable_average_lagging, "ap": average_proportion}
+
+
+@dataclass
+class LatencyAugmentedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfig):
+    latency_weight: float = field(
+        default=0.0,
+        metadata={"help": "lambda of MILk Eq. 15: weight of the latency term (>= 0; 0 = none)"},
+    )
+    latency_metric: ChoiceEnum(list(LATENCY_METRICS)) = field(
+        default="dal",
+        metadata={"help": "the latency C(g) of Eq. 15, on expected delays: dal or ap"},
+    )
+
+
+@register_criterion("latency_augmented_cross_entropy", dataclass=LatencyAugmentedCrossEntropyConfig)
+class LatencyAugmentedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
+    def __init__(
+        self,
+        task,
+        sentence_avg,
+        label_smoothing,
+        latency_weight=0.0,
+        latency_metric="dal",
+        ignore_prefix_size=0,
+        report_accuracy=False,
+    ):
+        super().__init__(task, sentence_avg, label_smoothing, ignore_prefix_size, report_accuracy)
+        if not latency_weight >= 0 or latency_weight == float("inf"):  # also catches NaN
+            raise VisionAttnError(f"--latency-weight must be a finite number >= 0, got {latency_weight}")
+        metric = str(latency_metric)
+        if metric not in LATENCY_METRICS:
+            raise VisionAttnError(
+                f"--latency-metric: unknown metric {metric!r}; valid choices: {', '.join(LATENCY_METRICS)}"
+            )
+        self.latency_weight = latency_weight
+        self.latency_metric = metric
+
+    def forward(self, model, sample, reduce=True):
+        net_output = model(**sample["net_input"])
+        loss, nll_loss = self.compute_loss(model, net_output, sample, reduce=reduce)
+        extras = net_output[1].get("attention_extras", {}) if isinstance(net_output[1], dict) else {}
+        if "delay" not in extras:
+            attention = getattr(getattr(model, "decoder", None), "attention", None)
+            name = getattr(attention, "registry_name", type(model).__name__)
+            raise VisionAttnError(
+                "--criterion latency_augmented_cross_entropy needs a streaming arch (lstm_monotonic, "
+                f"lstm_mocha, lstm_milk or lstm_waitk); this model's attention is {name!r}"
+            )
+        target_mask = sample["target"].ne(self.padding_idx)  # batch x tgt_len, EOS included
+        src_len = sample["net_input"]["src_lengths"]  # batch, EOS included
+        delays = extras["delay"]
+        latency = {name: fn(delays, src_len, target_mask) for name, fn in LATENCY_METRICS.items()}
+        latency_loss = self.latency_weight * latency[self.latency_metric].sum()
+        if self.latency_weight > 0:
+            loss = loss + latency_loss.to(loss.dtype)
+        sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
+        logging_output = {
+            "loss": loss.data,
+            "nll_loss": nll_loss.data,
+            "ntokens": sample["ntokens"],
+            "nsentences": sample["target"].size(0),
+            "sample_size": sample_size,
+            "dal_sum": latency["dal"].sum().data,
+            "ap_sum": latency["ap"].sum().data,
+            "latency_loss_sum": latency_loss.data,
+        }
+        if self.report_accuracy:
+            n_correct, total = self.compute_accuracy(model, net_output, sample)
+            logging_output["n_correct"] = utils.item(n_correct.data)
+            logging_output["total"] = utils.item(total.data)
+        return loss, sample_size, logging_output
+
+    @classmethod
+    def reduce_metrics(cls, logging_outputs) -> None:
+        super().reduce_metrics(logging_outputs)
+        nsentences = max(sum(log.get("nsentences", 0) for log in logging_outputs), 1)
+        for key in ("dal", "ap", "latency_loss"):
+            total = sum(log.get(f"{key}_sum", 0) for log in logging_outputs)
+            metrics.log_scalar(key, utils.item(total) / nsentences, nsentences, round=3)

@@ -1,0 +1,200 @@
+"""The monotonic family's functions (fairseq_vision_attn/monotonic.py) against the equations,
+written as naive loops here: Raffel's recurrence (MILk Eq. 10), MoChA, MILk (Eq. 14)."""
+
+import os
+import sys
+
+import pytest
+import torch
+
+from fairseq_vision_attn.monotonic import (
+    expected_alignment,
+    expected_alignment_from_p,
+    expected_delay,
+    initial_log_alpha,
+    milk_attention,
+    mocha_attention,
+    monotonic_alignment_step,
+)
+
+
+def right_padded_mask(lengths, src_len):
+    return torch.arange(src_len).unsqueeze(0) >= torch.tensor(lengths).unsqueeze(1)
+
+
+def naive_alignment(p, lengths, mass_preservation):
+    """Eq. 10 as a double loop, per sentence, on its real length only (float64).
+
+    alpha_ij = p_ij ((1 - p_{i,j-1}) alpha_{i,j-1} / p_{i,j-1} + alpha_{i-1,j}),
+    alpha_0 = (1, 0, ..., 0), first term 0 for j = 1; p_{i,|x|} = 1 with mass preservation.
+    """
+    batch, tgt_len, src_len = p.shape
+    out = torch.zeros(batch, tgt_len, src_len, dtype=torch.float64)
+    for b in range(batch):
+        n = lengths[b]
+        prev = [1.0] + [0.0] * (n - 1)
+        for i in range(tgt_len):
+            row = []
+            for j in range(n):
+                pij = 1.0 if (mass_preservation and j == n - 1) else p[b, i, j]
+                carried = 0.0 if j == 0 else (1 - p[b, i, j - 1]) * row[j - 1] / p[b, i, j - 1]
+                row.append(pij * (carried + prev[j]))
+            for j in range(n):
+                out[b, i, j] = row[j]
+            prev = row
+    return out
+
+
+def test_parallel_alignment_equals_naive_recurrence_with_padding():
+    torch.manual_seed(0)
+    lengths, tgt_len = [7, 4, 1, 6], 5
+    mask = right_padded_mask(lengths, 7)
+    energy = torch.randn(4, tgt_len, 7, dtype=torch.float64) * 2
+    p = torch.sigmoid(energy)
+    for mass in (True, False):
+        ours = expected_alignment(energy, mask, mass_preservation=mass)
+        naive = naive_alignment(p, lengths, mass)
+        torch.testing.assert_close(ours, naive, rtol=1e-9, atol=1e-12)
+        assert (ours.masked_select(mask.unsqueeze(1).expand_as(ours)) == 0).all()
+    sums = expected_alignment(energy, mask).sum(-1)
+    torch.testing.assert_close(sums, torch.ones_like(sums))  # mass preservation: rows sum to 1
+    leaky = expected_alignment(energy, mask, mass_preservation=False).sum(-1)
+    assert (leaky[:2] < 1 - 1e-6).all()  # without it, mass leaks past the end
+
+
+def test_alignment_gradients_equal_naive_and_pass_gradcheck():
+    torch.manual_seed(1)
+    lengths = [5, 3]
+    mask = right_padded_mask(lengths, 5)
+    energy = torch.randn(2, 3, 5, dtype=torch.float64, requires_grad=True)
+    probe = torch.randn(2, 3, 5, dtype=torch.float64)
+    (expected_alignment(energy, mask) * probe).sum().backward()
+    ours = energy.grad.clone()
+    energy.grad = None
+    (naive_alignment(torch.sigmoid(energy), lengths, True) * probe).sum().backward()
+    torch.testing.assert_close(ours, energy.grad, rtol=1e-8, atol=1e-10)
+    assert torch.autograd.gradcheck(lambda e: expected_alignment(e, mask), (energy,))
+
+
+def test_gradient_reaches_every_energy_of_a_real_position():
+    torch.manual_seed(2)
+    mask = right_padded_mask([6, 4], 6)
+    energy = torch.randn(2, 4, 6, requires_grad=True)
+    alpha = expected_alignment(energy, mask)
+    (expected_delay(alpha, mask).sum()).backward()
+    grad = energy.grad
+    assert torch.isfinite(grad).all()
+    # the last real token's p is forced to 1, so its energy (and padding) gets no gradient
+    assert (grad[0, :, :5] != 0).all() and (grad[1, :, :3] != 0).all()
+    assert (grad[1, :, 4:] == 0).all()
+
+
+def brute_force_soft(alpha, u, lengths, chunk=None):
+    """sum over head positions k of alpha_ik times the softmax over the states the head at k
+    sees: 1..k (MILk) or k-w+1..k (MoChA)."""
+    batch, src_len = alpha.shape
+    out = torch.zeros(batch, src_len, dtype=torch.float64)
+    for b in range(batch):
+        for k in range(lengths[b]):
+            lo = 0 if chunk is None else max(0, k - chunk + 1)
+            weights = torch.softmax(u[b, lo : k + 1], dim=0)
+            out[b, lo : k + 1] += alpha[b, k] * weights
+    return out
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 2, 3, 10])
+def test_milk_and_mocha_equal_brute_force(chunk):
+    torch.manual_seed(3)
+    lengths = [6, 3, 1]
+    mask = right_padded_mask(lengths, 6)
+    log_alpha = expected_alignment(torch.randn(3, 2, 6, dtype=torch.float64), mask, log_space=True)[:, -1]
+    u = torch.randn(3, 6, dtype=torch.float64) * 3
+    if chunk is None:
+        beta = milk_attention(log_alpha, u, mask)
+    else:
+        beta = mocha_attention(log_alpha, u, mask, chunk)
+    expected = brute_force_soft(log_alpha.exp().masked_fill(mask, 0), u, lengths, chunk)
+    torch.testing.assert_close(beta, expected, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(beta.sum(-1), torch.ones(3, dtype=torch.float64))
+
+
+def test_milk_and_mocha_gradcheck():
+    torch.manual_seed(4)
+    mask = right_padded_mask([5, 2], 5)
+    energy = torch.randn(2, 5, dtype=torch.float64, requires_grad=True)
+    u = torch.randn(2, 5, dtype=torch.float64, requires_grad=True)
+
+    def milk(e, uu):
+        return milk_attention(
+            monotonic_alignment_step(initial_log_alpha(mask, torch.float64), e, mask), uu, mask
+        )
+
+    def mocha(e, uu):
+        log_alpha = monotonic_alignment_step(initial_log_alpha(mask, torch.float64), e, mask)
+        return mocha_attention(log_alpha, uu, mask, 2)
+
+    assert torch.autograd.gradcheck(milk, (energy, u))
+    assert torch.autograd.gradcheck(mocha, (energy, u))
+
+
+@pytest.mark.parametrize("scale", [50.0, -50.0, 0.0])
+def test_long_sources_with_extreme_energies_stay_finite(scale):
+    """600 source tokens, near-binary p (energies +-50) and tiny p: no NaN/inf either way."""
+    torch.manual_seed(5)
+    src_len, tgt_len = 600, 8
+    mask = right_padded_mask([600, 450], src_len)
+    noise = torch.randn(2, tgt_len, src_len)
+    energy = (scale + noise).requires_grad_(True) if scale else (noise * 50).requires_grad_(True)
+    u = (torch.randn(2, tgt_len, src_len) * 20).requires_grad_(True)
+    log_alpha = initial_log_alpha(mask)
+    total = 0.0
+    for i in range(tgt_len):
+        log_alpha = monotonic_alignment_step(log_alpha, energy[:, i], mask)
+        alpha = log_alpha.exp().masked_fill(mask, 0)
+        beta = milk_attention(log_alpha, u[:, i], mask)
+        chunk = mocha_attention(log_alpha, u[:, i], mask, 4)
+        for t in (alpha, beta, chunk):
+            assert torch.isfinite(t).all()
+            torch.testing.assert_close(t.sum(-1), torch.ones(2), atol=1e-4, rtol=0)
+        total = total + expected_delay(alpha).sum() + (beta * 1.5).sum() + (chunk * 0.5).sum()
+    total.backward()
+    assert torch.isfinite(energy.grad).all() and torch.isfinite(u.grad).all()
+
+
+def test_head_that_always_stops_stays_and_one_that_never_stops_reaches_the_end():
+    mask = right_padded_mask([5], 5)
+    stay = expected_alignment(torch.full((1, 3, 5), 60.0), mask)
+    assert torch.allclose(stay[0], torch.tensor([1.0, 0, 0, 0, 0]).expand(3, 5))
+    move = expected_alignment(torch.full((1, 3, 5), -60.0), mask)
+    assert torch.allclose(move[0], torch.tensor([0, 0, 0, 0, 1.0]).expand(3, 5))
+    assert expected_delay(move[:, 0]).item() == pytest.approx(5.0)
+
+
+def _fairseq_reference():
+    import fairseq
+
+    sys.path.insert(0, os.path.dirname(fairseq.__file__))  # its examples/ use absolute imports
+    try:
+        from examples.simultaneous_translation.utils.monotonic_attention import (
+            expected_alignment_from_p_choose,
+        )
+    finally:
+        sys.path.pop(0)
+    return expected_alignment_from_p_choose
+
+
+def test_matches_fairseq_expected_alignment_from_p_choose():
+    """Same recurrence as fairseq's compiled op. Its default eps = 1e-6 (a clamp on the cumulative
+    product) is off by ~4e-3 here; with a tiny eps in float64 both agree with Eq. 10."""
+    try:
+        reference = _fairseq_reference()
+    except Exception as err:  # its compiled op may be missing from a fairseq build
+        pytest.skip(f"fairseq's reference is not importable here: {err}")
+    torch.manual_seed(6)
+    p = torch.rand(3, 6, 20) * 0.9 + 0.05
+    mask = torch.zeros(3, 20, dtype=torch.bool)
+    naive = naive_alignment(p.double(), [20] * 3, False)
+    ours = expected_alignment_from_p(p, mask, mass_preservation=False)
+    theirs = reference(p.double(), mask, eps=1e-20)
+    assert (ours.double() - naive).abs().max().item() < 1e-6
+    assert (theirs - naive).abs().max().item() < 1e-6
