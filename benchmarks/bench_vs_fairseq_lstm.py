@@ -62,12 +62,14 @@ def run(cmd):
     return proc.stdout + proc.stderr
 
 
-def train(name, data_bin, save_dir, updates):
+def train(name, data_bin, save_dir, updates, system=None, criterion=("--criterion", "cross_entropy")):
+    """Median fairseq-train ``wps`` of ``updates`` updates (``system``: model/task flags,
+    default ``SYSTEMS[name]``)."""
     log = run(
         [
             "fairseq-train",
             data_bin,
-            *SYSTEMS[name],
+            *(system or SYSTEMS[name]),
             *SIZES,
             "--optimizer",
             "adam",
@@ -92,8 +94,7 @@ def train(name, data_bin, save_dir, updates):
             "simple",
             "--log-interval",
             "10",
-            "--criterion",
-            "cross_entropy",
+            *criterion,
         ]
     )
     # every train_inner line after the first (warm-up) interval

@@ -9,6 +9,8 @@ import json
 import pytest
 import torch
 
+from fairseq_vision_attn.latency import latency_scores
+
 from .conftest import REPO, our_archs, run_cli
 
 pytestmark = pytest.mark.slow
@@ -125,11 +127,17 @@ def test_generate_writes_statistics(arch, trained, toy_data_bin, tmp_path):
     if arch == "lstm_sact":
         assert "temperatures" in summary[0]
     if arch in STREAMING:  # one delay per written token (EOS included), non-decreasing, <= |x|
+        assert "beam 3 ignored" in proc.stderr  # simultaneous decoding is greedy
         for row in rows:
             delays = row["delays"]
             assert len(delays) == row["hypo_len"]
             assert all(1 <= d <= row["src_len"] for d in delays)
             assert all(a <= b for a, b in zip(delays, delays[1:]))
+            expected = latency_scores(delays, row["src_len"])
+            assert all(row[name] == pytest.approx(expected[name], abs=1e-4) for name in ("AL", "AP", "DAL"))
+        for name in ("AL", "AP", "DAL"):  # corpus values: means over sentences
+            mean = sum(row[name] for row in rows) / len(rows)
+            assert f"| {name} {mean:.3f}" in summary[0], summary[0]
 
 
 STREAMING = ["lstm_monotonic", "lstm_mocha", "lstm_milk", "lstm_waitk"]
@@ -187,6 +195,48 @@ def test_interactive_reads_piped_input(trained, toy_data_bin):
     ]
     proc = run_cli(cmd, cwd=REPO, input="t1 t2 t3\nt4 t5\nt9 t8 t7 t6 t5\n")
     assert sum(line.startswith("H-") for line in proc.stdout.splitlines()) == 3
+
+
+def test_streaming_decoding_flags_and_input(trained, toy_data_bin, tmp_path):
+    """--test-waitk-lagging changes wait-k's schedule at test time and is refused (one line)
+    by any other checkpoint; fairseq-interactive decodes a streaming checkpoint
+    simultaneously, empty and long lines included."""
+    stats = tmp_path / "stats.jsonl"
+    ckpt = trained["lstm_waitk"] / "checkpoint_best.pt"
+    run_cli(
+        generate_args(toy_data_bin, ckpt, "--test-waitk-lagging", "1", "--stats-output", str(stats)), cwd=REPO
+    )
+    for row in map(json.loads, stats.read_text().splitlines()):
+        assert row["delays"] == [float(min(row["src_len"], i + 1)) for i in range(row["hypo_len"])]
+    for arch in ("lstm_global", "lstm_milk"):
+        proc = run_cli(
+            generate_args(toy_data_bin, trained[arch] / "checkpoint_best.pt", "--test-waitk-lagging", "2"),
+            cwd=REPO,
+            check=False,
+        )
+        assert proc.returncode != 0 and "--test-waitk-lagging needs a wait-k checkpoint" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    cmd = [
+        "fairseq-interactive",
+        str(toy_data_bin / "data-bin"),
+        "--user-dir",
+        "fairseq_vision_attn",
+        "--task",
+        "translation_vision_attn",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--path",
+        str(trained["lstm_milk"] / "checkpoint_best.pt"),
+        "--cpu",
+        "--buffer-size",
+        "4",
+    ]
+    long_line = " ".join(["t3", "t1", "t7"] * 200)
+    proc = run_cli(cmd, cwd=REPO, input=f"t1 t2 t3\n\n{long_line}\nt4\n")
+    assert sum(line.startswith("H-") for line in proc.stdout.splitlines()) == 4
+    assert "| AL " in proc.stdout and "| DAL " in proc.stdout
 
 
 def test_resume_after_eval_bleu_checkpoint(toy_data_bin, tmp_path):

@@ -2,9 +2,10 @@
 generation-time flags.
 
 fairseq-generate and fairseq-interactive accept new flags only through a task, so this task
-owns every decoding option of the package (``--stats-output`` here; the vision-span threshold,
-simultaneous decoding and wait-k lagging in later mechanisms). Training with it is identical to
-``--task translation``.
+owns every decoding option of the package: ``--stats-output``, ``--vision-span-threshold``
+(flexible attention) and ``--test-waitk-lagging`` (wait-k), and it decodes every streaming
+checkpoint with :class:`..simultaneous.SimultaneousGenerator` (greedy, simultaneous, with
+delays). Training with it is identical to ``--task translation``.
 
 ``--stats-output FILE`` writes one JSON line per generated sentence::
 
@@ -12,7 +13,10 @@ simultaneous decoding and wait-k lagging in later mechanisms). Training with it 
 
 ``src_len`` and ``hypo_len`` count real tokens and EOS (fairseq appends EOS to both sides);
 each per-step list has one value per target token, the EOS step included (see
-:mod:`..stats`). At the end of the run one line of corpus averages is printed after BLEU.
+:mod:`..stats`). Streaming checkpoints add ``delays`` (source tokens read before each written
+token, EOS included) and the sentence's ``AL``, ``AP`` and ``DAL`` on |x| = ``src_len`` and |y| =
+``hypo_len`` (:mod:`..latency`). At the end of the run one line of corpus averages (including
+AL, AP, DAL) is printed after BLEU.
 """
 
 import atexit
@@ -26,6 +30,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from ..errors import VisionAttnError
+from ..simultaneous import SimultaneousGenerator, streaming_attention
 from ..stats import CorpusStats, SearchStats, forced_statistics, format_summary, write_row
 
 logger = logging.getLogger(__name__)
@@ -42,6 +47,13 @@ class TranslationVisionAttnConfig(TranslationConfig):
         metadata={
             "help": "flexible attention (lstm_flexible): score only source positions whose "
             "penalty is below this threshold tau (Shu & Nakayama sec. 3.1); inf = off"
+        },
+    )
+    test_waitk_lagging: Optional[int] = field(
+        default=None,
+        metadata={
+            "help": "wait-k (lstm_waitk): decode with this lagging k instead of the one the "
+            "checkpoint was trained with"
         },
     )
 
@@ -66,6 +78,9 @@ class TranslationVisionAttnTask(TranslationTask):
         tau = cfg.vision_span_threshold
         if math.isnan(tau) or tau <= 0:
             raise VisionAttnError(f"--vision-span-threshold must be a number > 0 (or inf), got {tau}")
+        lagging = cfg.test_waitk_lagging
+        if lagging is not None and lagging < 1:
+            raise VisionAttnError(f"--test-waitk-lagging must be a positive integer, got {lagging}")
         self.stats_handle = open_stats_output(cfg.stats_output) if cfg.stats_output else None
         self.corpus_stats = CorpusStats()
         self.search_stats = SearchStats()
@@ -89,7 +104,20 @@ class TranslationVisionAttnTask(TranslationTask):
     def build_generator(self, models, args, **kwargs):
         for model in models:
             self.configure_for_inference(model, print_alignment=bool(getattr(args, "print_alignment", False)))
-        return super().build_generator(models, args, **kwargs)
+        if not any(streaming_attention(model) for model in models):
+            return super().build_generator(models, args, **kwargs)
+        if len(models) > 1:
+            raise VisionAttnError("simultaneous decoding takes one checkpoint (--path), not an ensemble")
+        beam = getattr(args, "beam", 1)
+        if beam != 1:
+            logger.warning(f"--beam {beam} ignored: streaming archs decode greedily (simultaneous decoding)")
+        return SimultaneousGenerator(
+            models,
+            self.target_dictionary,
+            max_len_a=getattr(args, "max_len_a", 0),
+            max_len_b=getattr(args, "max_len_b", 200),
+            min_len=getattr(args, "min_len", 1),
+        )
 
     def configure_for_inference(self, model, print_alignment=False):
         """Hand this task's generation flags to a model's attention, or refuse them clearly.
@@ -111,6 +139,15 @@ class TranslationVisionAttnTask(TranslationTask):
                     f"lstm_flexible); this checkpoint uses {name!r}"
                 )
             attention.span_threshold = tau
+        lagging = self.cfg.test_waitk_lagging
+        if lagging is not None:
+            if not hasattr(attention, "lagging"):
+                name = getattr(attention, "registry_name", type(model).__name__)
+                raise VisionAttnError(
+                    f"--test-waitk-lagging needs a wait-k checkpoint (--arch lstm_waitk); this "
+                    f"checkpoint uses {name!r}"
+                )
+            attention.lagging = lagging
         if hasattr(decoder, "step_observer"):
             decoder.step_observer = self.search_stats.observe
 
@@ -133,6 +170,9 @@ class TranslationVisionAttnTask(TranslationTask):
         for i, sample_id in enumerate(ids):
             row = {"id": sample_id, "src_len": int(src_lengths[i]), "hypo_len": len(best[i])}
             row.update(per_step[i])
+            if "delays" in hypos[i][0]:  # simultaneous decoding: the delays it wrote with
+                row["delays"] = hypos[i][0]["delays"]
+                row.update({name: round(value, 4) for name, value in hypos[i][0]["latency"].items()})
             self.corpus_stats.add(row)
             if self.stats_handle is not None:
                 write_row(self.stats_handle, row)

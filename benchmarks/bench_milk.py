@@ -1,0 +1,127 @@
+"""MILk benchmarks (issue 5): training speed against lstm_global, and the expected-alignment
+function against fairseq's compiled ``expected_alignment_from_p_choose``.
+
+    python benchmarks/bench_milk.py train [--data-bin DATA_BIN] [--updates 100] [--rounds 2]
+    python benchmarks/bench_milk.py alignment [--batch 32] [--tgt-len 30] [--lengths 50 200 500]
+
+``train``: fairseq-train words/second (its own ``wps``, median of the logged intervals after
+the first) of ``lstm_global`` (cross-entropy) and ``lstm_milk`` (``--criterion
+latency_augmented_cross_entropy --latency-weight 0.2``), 256 units, alternating runs so that
+machine load hits both alike; prints the ratio of the medians. Without ``--data-bin`` it uses a
+generated toy corpus (as ``bench_vs_fairseq_lstm.py``).
+
+``alignment``: on the same random p (batch x tgt_len x src_len, p in (0.05, 0.95)) and no
+padding, the milliseconds of fairseq's op (forward only: it has no backward), of ours forward
+(:func:`fairseq_vision_attn.monotonic.expected_alignment_from_p`, no mass preservation, to match)
+and ours forward + backward; and the maximum difference of each from a float64 evaluation of
+the same recurrence (ours), with fairseq's default eps = 1e-6.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_vs_fairseq_lstm import toy_data, train  # noqa: E402
+
+from fairseq_vision_attn.monotonic import expected_alignment_from_p  # noqa: E402
+
+OURS = ["--user-dir", "fairseq_vision_attn", "--task", "translation_vision_attn", "--arch"]
+SYSTEMS = {
+    "lstm_global": (OURS + ["lstm_global"], ("--criterion", "cross_entropy")),
+    "lstm_milk": (
+        OURS + ["lstm_milk"],
+        ("--criterion", "latency_augmented_cross_entropy", "--latency-weight", "0.2"),
+    ),
+}
+
+
+def bench_train(args):
+    with tempfile.TemporaryDirectory() as tmp:
+        data_bin = args.data_bin or toy_data(tmp)
+        wps = {name: [] for name in SYSTEMS}
+        for round_ in range(args.rounds):
+            for name, (system, criterion) in SYSTEMS.items():
+                save_dir = os.path.join(tmp, f"{name}_{round_}")
+                wps[name].append(train(name, data_bin, save_dir, args.updates, system, criterion))
+                print(f"round {round_ + 1} {name}: train {wps[name][-1]:.0f} wps", flush=True)
+    ours, base = statistics.median(wps["lstm_milk"]), statistics.median(wps["lstm_global"])
+    print(
+        f"\ntrain wps\tlstm_global {base:.0f}\tlstm_milk {ours:.0f}\tratio (milk / global) {ours / base:.2f}x"
+    )
+
+
+def fairseq_reference():
+    import fairseq
+
+    sys.path.insert(0, os.path.dirname(fairseq.__file__))  # its examples/ use absolute imports
+    from examples.simultaneous_translation.utils.monotonic_attention import expected_alignment_from_p_choose
+
+    return expected_alignment_from_p_choose
+
+
+def timed(fn, repeats):
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return 1000 * statistics.median(times)
+
+
+def measure(reference, p, mask, repeats):
+    """(fairseq fwd ms, ours fwd ms, ours fwd+bwd ms) on the same p."""
+
+    def ours_backward():
+        q = p.clone().requires_grad_(True)
+        expected_alignment_from_p(q, mask).sum().backward()
+
+    return (
+        timed(lambda: reference(p, mask), repeats),
+        timed(lambda: expected_alignment_from_p(p, mask), repeats),
+        timed(ours_backward, repeats),
+    )
+
+
+def bench_alignment(args):
+    reference = fairseq_reference()
+    print("src_len\tfairseq fwd ms\tours fwd ms\tours fwd+bwd ms\tfairseq max |diff|\tours max |diff|")
+    for src_len in args.lengths:
+        torch.manual_seed(0)
+        p = torch.rand(args.batch, args.tgt_len, src_len) * 0.9 + 0.05
+        mask = torch.zeros(args.batch, src_len, dtype=torch.bool)
+        exact = expected_alignment_from_p(p.double(), mask)
+        theirs = reference(p, mask)
+        ours = expected_alignment_from_p(p, mask)
+        t_theirs, t_ours, t_back = measure(reference, p, mask, args.repeats)
+        print(
+            f"{src_len}\t{t_theirs:.1f}\t{t_ours:.1f}\t{t_back:.1f}\t"
+            f"{(theirs.double() - exact).abs().max():.2e}\t{(ours.double() - exact).abs().max():.2e}",
+            flush=True,
+        )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="what", required=True)
+    t = sub.add_parser("train")
+    t.add_argument("--data-bin", help="binarized corpus (default: a generated toy corpus)")
+    t.add_argument("--updates", type=int, default=100)
+    t.add_argument("--rounds", type=int, default=2)
+    a = sub.add_parser("alignment")
+    a.add_argument("--batch", type=int, default=32)
+    a.add_argument("--tgt-len", type=int, default=30)
+    a.add_argument("--lengths", type=int, nargs="+", default=[50, 200, 500])
+    a.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    bench_train(args) if args.what == "train" else bench_alignment(args)
+
+
+if __name__ == "__main__":
+    main()
