@@ -239,6 +239,67 @@ def test_streaming_decoding_flags_and_input(trained, toy_data_bin, tmp_path):
     assert "| AL " in proc.stdout and "| DAL " in proc.stdout
 
 
+@pytest.mark.parametrize("arch", ["lstm_milk", "lstm_waitk"])
+def test_simuleval_agent_agrees_with_the_generator(arch, trained, toy_data_bin, tmp_path):
+    """SimulEval 1.1.4's own CLI with this package's agent: same translations, the same delays
+    (in SimulEval's units, simuleval_delays), and SimulEval's AL/AP/DAL equal ours on them."""
+    pytest.importorskip("simuleval", reason="SimulEval is not installed (pip install .[simuleval])")
+    from fairseq_vision_attn.agent import simuleval_delays
+
+    ckpt = trained[arch] / "checkpoint_best.pt"
+    limits = ["--max-len-a", "1.5", "--max-len-b", "3"]
+    stats = tmp_path / "stats.jsonl"
+    gen = run_cli(generate_args(toy_data_bin, ckpt, "--stats-output", str(stats), *limits), cwd=REPO)
+    hypos = {
+        int(line.split("\t")[0][2:]): line.split("\t")[2]
+        for line in gen.stdout.splitlines()
+        if line.startswith("H-")
+    }
+    rows = {row["id"]: row for row in map(json.loads, stats.read_text().splitlines())}
+    raw = toy_data_bin / "raw"
+    run_cli(
+        [
+            "simuleval",
+            "--agent-class",
+            "fairseq_vision_attn.agent.StreamingAgent",
+            "--checkpoint",
+            str(ckpt),
+            "--data-bin",
+            str(toy_data_bin / "data-bin"),
+            "--source",
+            str(raw / "test.src"),
+            "--target",
+            str(raw / "test.tgt"),
+            "--output",
+            str(tmp_path / "simuleval"),
+            "--latency-metrics",
+            "AL",
+            "AP",
+            "DAL",
+            "--no-progress-bar",
+            *limits,
+        ],
+        cwd=REPO,
+    )
+    instances = [
+        json.loads(line) for line in (tmp_path / "simuleval" / "instances.log").read_text().splitlines()
+    ]
+    assert len(instances) == len(rows) == 12
+    ours = {"AL": [], "AP": [], "DAL": []}
+    for instance in instances:
+        row = rows[instance["index"]]
+        delays, words = simuleval_delays(row["delays"], row["src_len"])
+        assert instance["prediction"] == hypos[instance["index"]]
+        assert instance["delays"] == delays and instance["source_length"] == words
+        scores = latency_scores(delays, words, ref_len=len(instance["reference"].split()))
+        for name in ours:
+            ours[name].append(scores[name])
+    header, values = (tmp_path / "simuleval" / "scores.tsv").read_text().splitlines()[:2]
+    theirs = dict(zip(header.split("\t"), map(float, values.split("\t"))))
+    for name, values in ours.items():
+        assert theirs[name] == pytest.approx(sum(values) / len(values), abs=2e-3), name
+
+
 def test_resume_after_eval_bleu_checkpoint(toy_data_bin, tmp_path):
     """numpy values (--eval-bleu) and argparse.Namespace load under weights_only torch.load."""
     bleu = [

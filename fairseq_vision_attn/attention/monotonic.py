@@ -137,16 +137,26 @@ class MonotonicAttentionBase(Attention):
 
     def advance_head(self, query, cache, head):
         """Move each row's head (0-indexed) to the first position >= head with energy > 0, or
-        to its last real token. Energies are computed one position at a time, at the head."""
+        to its last real token. Energies are computed one position at a time, at the head.
+
+        Returns ``(head, starved)``. With a source still arriving (``cache["finished"]`` False
+        for a row, see :meth:`..models.lstm_attention.AttentionLSTMDecoder`), the last token
+        read is not the end: a head that wants to move past it stays there and the row is
+        ``starved`` (the caller must READ one more token and redo the step)."""
         keys = cache["mono_keys"]
         last = cache["lengths"] - 1
+        finished = cache.get("finished")
         query_part = self.energy.query_proj(query)
         moving = torch.ones_like(head, dtype=torch.bool)
+        starved = torch.zeros_like(moving)
         while True:
-            stop = (self.energy.energy_at(query_part, keys, head) > 0) | (head >= last)
-            moving = moving & ~stop
+            chose = self.energy.energy_at(query_part, keys, head) > 0
+            at_end = head >= last
+            if finished is not None:
+                starved = starved | (moving & at_end & ~chose & ~finished)
+            moving = moving & ~chose & ~at_end
             if not bool(moving.any()):
-                return head
+                return head, starved
             head = head + moving.long()
 
     # -- the step ----------------------------------------------------------------------------
@@ -159,7 +169,7 @@ class MonotonicAttentionBase(Attention):
             new_state = {"log_alpha": log_alpha}
             delay = expected_delay(alpha)
         else:
-            head = self.advance_head(query, cache, state["head"])
+            head, starved = self.advance_head(query, cache, state["head"])
             weights = self.hard_weights(query, cache, head)
             new_state = {"head": head}
             delay = (head + 1).to(values.dtype)
@@ -168,6 +178,8 @@ class MonotonicAttentionBase(Attention):
         extras = {"delay": delay.to(values.dtype)}
         if "head" in new_state:  # source positions the test-time context is spread over
             extras["window_size"] = self.hard_window(delay).to(values.dtype)
+            if "finished" in cache:  # streaming input: rows that must READ before writing
+                extras["needs_source"] = starved
         return AttentionStep(context, weights, new_state, extras)
 
     def hard_window(self, delay: Tensor) -> Tensor:

@@ -69,5 +69,8 @@ class WaitkAttention(AdditiveAttentionBase):
         scores = self.scorer.scores(query, cache["keys"])  # batch x src_len
         weights = masked_softmax(scores, cache["src_pad"] | unread).to(cache["values"].dtype)
         context = torch.bmm(weights.unsqueeze(1), cache["values"]).squeeze(1)
-        delay = delay.to(cache["values"].dtype)
-        return AttentionStep(context, weights, {"step": step}, {"delay": delay, "window_size": delay})
+        extras = {"delay": delay.to(cache["values"].dtype), "window_size": delay.to(cache["values"].dtype)}
+        if "finished" in cache:  # streaming input: the schedule wants tokens not read yet
+            wanted = waitk_delays(step, torch.full_like(delay, 1 << 30), self.lagging, self.rate)
+            extras["needs_source"] = (wanted > cache["lengths"]) & ~cache["finished"]
+        return AttentionStep(context, weights, {"step": step}, extras)

@@ -252,6 +252,8 @@ class AttentionLSTMDecoder(FairseqIncrementalDecoder):
         hidden = {f"h{i}": h for i, h in enumerate(h0)}
         hidden.update({f"c{i}": torch.zeros_like(h) for i, h in enumerate(h0)})
         cache = self.attention.precompute(states, src_pad, summary)
+        if "source_finished" in encoder_out:  # a streaming source still arriving (SimulEval agent)
+            cache["finished"] = encoder_out["source_finished"][0]
         attn_state = self.attention.init_state(cache)
         return hidden, cache, attn_state
 
