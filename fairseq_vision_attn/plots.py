@@ -14,6 +14,13 @@ python -m fairseq_vision_attn.plots curves --logs NAME=TRAIN_LOG ... --out FILE
 python -m fairseq_vision_attn.plots memory-alignment --path CKPT --data-bin DIR --ids 0 1 --out-dir DIR
     effective alignment alpha . beta of memory attention, teacher-forced on the references of
     the --subset split (Britz et al. Figs. 6-8); any attention's weights for other models
+python -m fairseq_vision_attn.plots latency --points TSV --out FILE
+    BLEU against DAL, AL and AP, one curve per family (MILk paper Figs. 2-3); TSV: the report
+    table (system, BLEU, AL, AP, DAL ...), family = the system name up to its first '_' (or a
+    family column); family "offline" draws a horizontal line at its BLEU
+python -m fairseq_vision_attn.plots streaming-attention --path CKPT --data-bin DIR --ids 0 1 --out-dir DIR
+    a streaming model's attention while it decodes simultaneously, the hard head outlined
+    (MILk paper Figs. 4-5)
 """
 
 import argparse
@@ -247,6 +254,112 @@ def memory_alignments(checkpoint, data_bin, ids, out_dir, subset="valid"):
         )
 
 
+LATENCY_METRICS = ("DAL", "AL", "AP")
+
+
+def read_latency_points(path):
+    """(system, family, BLEU, {AL, AP, DAL}) per row of a TSV with columns system, BLEU, AL, AP,
+    DAL (the report table; other columns are ignored) and optionally family; without a family
+    column the family is the system name up to its first '_' (``waitk_3`` -> ``waitk``)."""
+    with open(path, encoding="utf-8") as handle:
+        rows = [r for r in csv.reader(handle, delimiter="\t") if r and not r[0].startswith("#")]
+    header, rows = rows[0], rows[1:]
+    missing = [name for name in ("system", "BLEU", *LATENCY_METRICS) if name not in header]
+    if missing:
+        raise SystemExit(
+            f"{path}: no column {', '.join(missing)} (decode streaming models with --stats-output)"
+        )
+    col = {name: header.index(name) for name in header}
+    points = []
+    for r in rows:
+        system = r[col["system"]]
+        family = r[col["family"]] if "family" in col else system.split("_")[0]
+        latency = {m: float(r[col[m]]) if r[col[m]] != "-" else float("nan") for m in LATENCY_METRICS}
+        points.append((system, family, float(r[col["BLEU"]]), latency))
+    return points
+
+
+def plot_latency(points, path, title="latency / quality"):
+    """BLEU against each latency metric; one line per family sorted by latency."""
+    fig, axes = plt.subplots(1, len(LATENCY_METRICS), figsize=(4.2 * len(LATENCY_METRICS), 3.8))
+    families = sorted({family for _, family, _, _ in points})
+    for ax, metric in zip(axes, LATENCY_METRICS):
+        for family in families:
+            members = sorted((lat[metric], bleu, name) for name, fam, bleu, lat in points if fam == family)
+            if family == "offline":
+                for _, bleu, name in members:
+                    ax.axhline(bleu, color="grey", ls="--", lw=1, label=f"{name} (offline)")
+                continue
+            ax.plot([m[0] for m in members], [m[1] for m in members], "o-", ms=4, label=family)
+            for x, y, name in members:
+                ax.annotate(name, (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points")
+        ax.set_xlabel(metric)
+        ax.set_ylabel("BLEU")
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_streaming_attention(weights, delays, source, target, path, title):
+    """weights: target x source; delays: 1-indexed head positions (one per target token)."""
+    fig, ax = plt.subplots(figsize=(0.3 * len(source) + 2, 0.3 * len(target) + 1.5))
+    ax.imshow(weights, cmap="Greys", aspect="auto", vmin=0)
+    heads = [d - 1 for d in delays]
+    ax.plot(heads, range(len(heads)), "-", color="tab:red", lw=1)
+    ax.scatter(heads, range(len(heads)), s=60, facecolors="none", edgecolors="tab:red", linewidths=1.5)
+    ax.set_xticks(range(len(source)))
+    ax.set_xticklabels(drawable_labels(source, "x"), rotation=90, fontsize=7)
+    ax.set_yticks(range(len(target)))
+    ax.set_yticklabels(drawable_labels(target, "y"), fontsize=7)
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def streaming_attentions(checkpoint, data_bin, ids, out_dir, subset="test"):
+    """Decode ``ids`` simultaneously (greedy, as fairseq-generate does for streaming archs), then
+    teacher-force the output to read the test-time attention weights; the head is outlined."""
+    import torch
+    from fairseq import checkpoint_utils
+
+    from .simultaneous import SimultaneousGenerator, streaming_attention
+
+    if not os.path.isfile(checkpoint):
+        raise SystemExit(f"--path: no checkpoint at {checkpoint}")
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [checkpoint], arg_overrides={"data": data_bin}
+    )
+    model = models[0].eval()
+    if streaming_attention(model) is None:
+        raise SystemExit(
+            f"{checkpoint} is not a streaming checkpoint (lstm_monotonic, lstm_mocha, lstm_milk, lstm_waitk)"
+        )
+    generator = SimultaneousGenerator([model], task.target_dictionary, max_len_a=2, max_len_b=10)
+    task.load_dataset(subset)
+    dataset = task.dataset(subset)
+    os.makedirs(out_dir, exist_ok=True)
+    for i in ids:
+        if not 0 <= i < len(dataset):
+            raise SystemExit(f"sentence id {i} is not in {subset} ({len(dataset)} sentences)")
+        sample = dataset.collater([dataset[i]])
+        hypo = generator.generate([model], sample)[0][0]
+        prev = torch.cat([torch.tensor([task.target_dictionary.eos()]), hypo["tokens"][:-1]]).unsqueeze(0)
+        with torch.no_grad():
+            _, extra = model(sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"], prev)
+        src = task.source_dictionary.string(dataset[i]["source"]).split() + ["</s>"]
+        tgt = task.target_dictionary.string(hypo["tokens"]).split() + ["</s>"]
+        weights = extra["attn"][0][0, : len(tgt), : len(src)].numpy()
+        name = getattr(model.decoder.attention, "registry_name", "attention")
+        title = f"{name}, {subset} {i}: DAL {hypo['latency']['DAL']:.2f}, AL {hypo['latency']['AL']:.2f}"
+        plot_streaming_attention(
+            weights, hypo["delays"], src, tgt, os.path.join(out_dir, f"streaming_{i}.png"), title
+        )
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -276,7 +389,23 @@ def main(argv=None):
     align.add_argument("--subset", default="valid")
     align.add_argument("--ids", type=int, nargs="+", required=True)
     align.add_argument("--out-dir", required=True)
+    latency = sub.add_parser("latency", help="BLEU against DAL, AL, AP (MILk Figs. 2-3)")
+    latency.add_argument("--points", required=True, help="TSV: system, BLEU, AL, AP, DAL [, family]")
+    latency.add_argument("--out", required=True)
+    latency.add_argument("--title", default="latency / quality")
+    streaming = sub.add_parser("streaming-attention", help="attention with the hard head (MILk Figs. 4-5)")
+    streaming.add_argument("--path", required=True, help="a streaming checkpoint")
+    streaming.add_argument("--data-bin", required=True)
+    streaming.add_argument("--subset", default="test")
+    streaming.add_argument("--ids", type=int, nargs="+", required=True)
+    streaming.add_argument("--out-dir", required=True)
     args = parser.parse_args(argv)
+    if args.command == "latency":
+        plot_latency(read_latency_points(args.points), args.out, args.title)
+        return
+    if args.command == "streaming-attention":
+        streaming_attentions(args.path, args.data_bin, args.ids, args.out_dir, args.subset)
+        return
     if args.command == "curves":
         named = [spec.rpartition("=") for spec in args.logs]
         if any(not sep for _, sep, _ in named):

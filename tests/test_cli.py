@@ -300,6 +300,19 @@ def test_simuleval_agent_agrees_with_the_generator(arch, trained, toy_data_bin, 
         assert theirs[name] == pytest.approx(sum(values) / len(values), abs=2e-3), name
 
 
+def test_streaming_attention_plot(trained, toy_data_bin, tmp_path):
+    """plots streaming-attention decodes simultaneously and draws the head; a non-streaming
+    checkpoint is refused with a message naming the streaming archs."""
+    base = ["python", "-m", "fairseq_vision_attn.plots", "streaming-attention", "--data-bin"]
+    base += [str(toy_data_bin / "data-bin"), "--ids", "0", "3", "--out-dir", str(tmp_path)]
+    run_cli(base + ["--path", str(trained["lstm_milk"] / "checkpoint_best.pt")], cwd=REPO)
+    assert (tmp_path / "streaming_0.png").stat().st_size > 5_000 and (tmp_path / "streaming_3.png").exists()
+    proc = run_cli(
+        base + ["--path", str(trained["lstm_global"] / "checkpoint_best.pt")], cwd=REPO, check=False
+    )
+    assert proc.returncode != 0 and "not a streaming checkpoint" in proc.stderr
+
+
 def test_resume_after_eval_bleu_checkpoint(toy_data_bin, tmp_path):
     """numpy values (--eval-bleu) and argparse.Namespace load under weights_only torch.load."""
     bleu = [

@@ -185,3 +185,32 @@ def test_temperature_plots_and_function_word_analysis(tmp_path, capsys):
                 str(tmp_path),
             ]
         )
+
+
+def test_latency_plot_reads_the_report_table(tmp_path):
+    """plots latency takes report.py's table: family from the name prefix, offline as a line."""
+    from fairseq_vision_attn import plots
+
+    table = tmp_path / "latency_table.tsv"
+    table.write_text(
+        "system\tBLEU\tsrc_len\tAL\tAP\tDAL\n"
+        "offline_global\t30.1\t12.0\t-\t-\t-\n"
+        "waitk_1\t20.0\t12.0\t1.2\t0.55\t1.9\n"
+        "waitk_3\t25.0\t12.0\t3.1\t0.62\t3.5\n"
+        "milk_0.1\t28.0\t12.0\t4.0\t0.70\t4.6\n"
+    )
+    points = plots.read_latency_points(table)
+    assert [(name, family) for name, family, _, _ in points] == [
+        ("offline_global", "offline"),
+        ("waitk_1", "waitk"),
+        ("waitk_3", "waitk"),
+        ("milk_0.1", "milk"),
+    ]
+    assert points[2][3] == {"DAL": 3.5, "AL": 3.1, "AP": 0.62}
+    out = tmp_path / "latency.png"
+    plots.main(["latency", "--points", str(table), "--out", str(out)])
+    assert out.stat().st_size > 10_000
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("system\tBLEU\twindow_sizes\nglobal\t30\t9\n")
+    with pytest.raises(SystemExit, match="no column DAL, AL, AP"):
+        plots.read_latency_points(bad)

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# MILk (Arivazhagan et al. 2019) against wait-k and the offline model, CPU-sized.
+#   bash recipes/simultaneous.sh [OUT_DIR] [DEEN_DATA_DIR]
+# On multi30k De-En (the paper's pair; prepared with recipes/prepare_data.sh deen): trains
+# lstm_global (bidirectional, offline reference), lstm_waitk for k in WAITK, lstm_milk for lambda
+# in LAMBDAS (--criterion latency_augmented_cross_entropy, DAL), and, for lambda in
+# BASELINE_LAMBDAS, lstm_mocha and lstm_monotonic; decodes the test set (test_2016_flickr) greedily
+# (streaming archs simultaneously, with delays), scores detokenized BLEU with sacrebleu and writes
+#   $OUT/latency_table.tsv     every point: system, BLEU, AL, AP, DAL (and more)
+#   $OUT/latency_quality.png   BLEU against DAL, AL and AP (the paper's Figs. 2-3)
+#   $OUT/attention/            MILk's attention with its hard head for sentences PLOT_IDS (Figs. 4-5)
+# Latency is in BPE tokens with EOS on both sides (README, "Lengths in the latency metrics").
+# Environment: EPOCHS (8), WAITK ("1 3 5 7"), LAMBDAS ("0 0.1 0.3 1"), BASELINE_LAMBDAS ("")
+# e.g. "0.3", MOCHA_CHUNK (4), NOISE (4), PLOT_IDS ("0 1 2"), THREADS (2).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT=${1:-outputs/simultaneous}
+DATA=${2:-../shared/data/multi30k_de_en}
+EPOCHS=${EPOCHS:-8}
+WAITK=${WAITK:-"1 3 5 7"}
+LAMBDAS=${LAMBDAS:-"0 0.1 0.3 1"}
+BASELINE_LAMBDAS=${BASELINE_LAMBDAS:-""}
+MOCHA_CHUNK=${MOCHA_CHUNK:-4}
+NOISE=${NOISE:-4}
+PLOT_IDS=${PLOT_IDS:-"0 1 2"}
+export OMP_NUM_THREADS=${THREADS:-2} EPOCHS
+BIN=$OUT/data-bin
+mkdir -p "$OUT"
+[ -f "$BIN/dict.de.txt" ] || bash recipes/prepare_data.sh deen "$DATA" "$OUT"
+
+# The data README's De-En reference settings (dropout 0.3, shared decoder embeddings).
+COMMON=(--dropout 0.3 --share-decoder-input-output-embed --max-epoch "$EPOCHS")
+STREAM=(--criterion latency_augmented_cross_entropy --latency-metric dal --monotonic-noise-var "$NOISE")
+
+bash recipes/train.sh lstm_global "$BIN" "$OUT/offline_global" "${COMMON[@]}"
+for k in $WAITK; do
+  bash recipes/train.sh lstm_waitk "$BIN" "$OUT/waitk_$k" "${COMMON[@]}" --waitk-lagging "$k"
+done
+for lambda in $LAMBDAS; do
+  bash recipes/train.sh lstm_milk "$BIN" "$OUT/milk_$lambda" "${COMMON[@]}" "${STREAM[@]}" \
+    --latency-weight "$lambda"
+done
+for lambda in $BASELINE_LAMBDAS; do
+  bash recipes/train.sh lstm_mocha "$BIN" "$OUT/mocha_$lambda" "${COMMON[@]}" "${STREAM[@]}" \
+    --latency-weight "$lambda" --mocha-chunk-size "$MOCHA_CHUNK"
+  bash recipes/train.sh lstm_monotonic "$BIN" "$OUT/monotonic_$lambda" "${COMMON[@]}" "${STREAM[@]}" \
+    --latency-weight "$lambda"
+done
+
+specs=()
+for dir in "$OUT"/offline_* "$OUT"/waitk_* "$OUT"/milk_* "$OUT"/mocha_* "$OUT"/monotonic_*; do
+  [ -f "$dir/checkpoints/checkpoint_best.pt" ] || continue
+  name=$(basename "$dir")
+  # greedy for every system (the paper decodes its streaming models greedily); streaming
+  # checkpoints go through the simultaneous generator and write delays and AL/AP/DAL
+  fairseq-generate "$BIN" --user-dir fairseq_vision_attn --task translation_vision_attn \
+    --path "$dir/checkpoints/checkpoint_best.pt" --gen-subset test --beam 1 --batch-size 64 --cpu \
+    --remove-bpe --tokenizer moses --source-lang de --target-lang en \
+    --max-len-a 1.5 --max-len-b 10 --stats-output "$dir/stats.jsonl" \
+    > "$dir/generate.txt" 2> "$dir/generate.log" || { tail -n 20 "$dir/generate.log" >&2; exit 1; }
+  specs+=("$name=$dir/generate.txt:$dir/stats.jsonl")
+done
+python -m fairseq_vision_attn.report "${specs[@]}" --tokenize 13a | tee "$OUT/latency_table.tsv"
+python -m fairseq_vision_attn.plots latency --points "$OUT/latency_table.tsv" --out "$OUT/latency_quality.png" \
+  --title "multi30k De-En test: BLEU against latency (BPE tokens)"
+milk=$(ls -d "$OUT"/milk_* 2>/dev/null | sort -t_ -k2 -g | sed -n 2p)
+[ -n "$milk" ] || milk=$(ls -d "$OUT"/milk_* | head -n 1)
+# shellcheck disable=SC2086
+python -m fairseq_vision_attn.plots streaming-attention --path "$milk/checkpoints/checkpoint_best.pt" \
+  --data-bin "$BIN" --subset test --ids $PLOT_IDS --out-dir "$OUT/attention"
+echo "table: $OUT/latency_table.tsv  plot: $OUT/latency_quality.png  attention: $OUT/attention/"
