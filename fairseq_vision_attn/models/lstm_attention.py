@@ -19,6 +19,7 @@ backward direction at the first token): Bahdanau et al.'s initialisation. Stream
 so that nothing the decoder does depends on a source token its policy has not read.
 """
 
+import contextlib
 from typing import Dict, List
 
 import torch
@@ -174,10 +175,16 @@ class LSTMEncoder(FairseqEncoder):
         src_pad = src_tokens.eq(self.padding_idx)  # batch x src_len, True = padding
         lengths = (~src_pad).long().sum(1)
         x = self.dropout_in(self.embed_tokens(src_tokens))  # batch x src_len x embed
-        packed = nn.utils.rnn.pack_padded_sequence(
-            x, lengths.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False
-        )
-        packed_out, _ = self.lstm(packed)
+        cpu_autocast = x.device.type == "cpu" and torch.is_autocast_enabled("cpu")
+        if cpu_autocast:
+            # torch 2.13's oneDNN has no bfloat16 LSTM primitive on CPUs without native bf16
+            # ("could not create a primitive descriptor"): the recurrence runs in float32
+            x = x.float()
+        with torch.autocast("cpu", enabled=False) if cpu_autocast else contextlib.nullcontext():
+            packed = nn.utils.rnn.pack_padded_sequence(
+                x, lengths.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False
+            )
+            packed_out, _ = self.lstm(packed)
         states, _ = nn.utils.rnn.pad_packed_sequence(
             packed_out, batch_first=True, total_length=src_tokens.size(1)
         )  # batch x src_len x output_dim
