@@ -203,10 +203,15 @@ def plot_curves(curves, path, title):
     plt.close(fig)
 
 
-def plot_alignment(weights, source, target, path, title):
-    """weights: target x source matrix (rows: output steps)."""
+def plot_alignment(weights, source, target, path, title, delays=None):
+    """weights: target x source matrix (rows: output steps); ``delays`` (1-indexed head
+    positions, one per target token) outlines a streaming model's hard head."""
     fig, ax = plt.subplots(figsize=(0.3 * len(source) + 2, 0.3 * len(target) + 1.5))
     ax.imshow(weights, cmap="Greys", aspect="auto", vmin=0)
+    if delays is not None:
+        heads = [d - 1 for d in delays]
+        ax.plot(heads, range(len(heads)), "-", color="tab:red", lw=1)
+        ax.scatter(heads, range(len(heads)), s=60, facecolors="none", edgecolors="tab:red", linewidths=1.5)
     ax.set_xticks(range(len(source)))
     ax.set_xticklabels(drawable_labels(source, "x"), rotation=90, fontsize=7)
     ax.set_yticks(range(len(target)))
@@ -217,29 +222,39 @@ def plot_alignment(weights, source, target, path, title):
     plt.close(fig)
 
 
-def memory_alignments(checkpoint, data_bin, ids, out_dir, subset="valid"):
-    """Teacher-force the references of ``ids`` through a checkpoint and plot its attention weights
-    (for memory attention: alpha . beta). Imports fairseq lazily: the other plots do not need it."""
-    import torch
+def load_for_plots(checkpoint, data_bin, subset):
+    """(model in eval mode, task, dataset of ``subset``). Imports fairseq lazily: the other
+    plots do not need it."""
     from fairseq import checkpoint_utils
 
     if not os.path.isfile(checkpoint):
         raise SystemExit(f"--path: no checkpoint at {checkpoint}")
-
-    models, cfg, task = checkpoint_utils.load_model_ensemble_and_task(
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
         [checkpoint], arg_overrides={"data": data_bin}
     )
-    model = models[0].eval()
+    task.load_dataset(subset)
+    return models[0].eval(), task, task.dataset(subset)
+
+
+def one_sentence(dataset, i, subset):
+    """A batch of sentence ``i`` alone, or a clear exit when there is no such sentence."""
+    if not 0 <= i < len(dataset):
+        raise SystemExit(f"sentence id {i} is not in {subset} ({len(dataset)} sentences)")
+    return dataset.collater([dataset[i]])
+
+
+def memory_alignments(checkpoint, data_bin, ids, out_dir, subset="valid"):
+    """Teacher-force the references of ``ids`` through a checkpoint and plot its attention weights
+    (for memory attention: alpha . beta)."""
+    import torch
+
+    model, task, dataset = load_for_plots(checkpoint, data_bin, subset)
     attention = getattr(model.decoder.attention, "mechanism", model.decoder.attention)
     if hasattr(attention, "expose_alignment"):  # off when the task built a generator (--eval-bleu)
         attention.expose_alignment = True
-    task.load_dataset(subset)
-    dataset = task.dataset(subset)
     os.makedirs(out_dir, exist_ok=True)
     for i in ids:
-        if not 0 <= i < len(dataset):
-            raise SystemExit(f"sentence id {i} is not in {subset} ({len(dataset)} sentences)")
-        sample = dataset.collater([dataset[i]])
+        sample = one_sentence(dataset, i, subset)
         with torch.no_grad():
             _, extra = model(**sample["net_input"])
         attn = extra["attn"][0]
@@ -303,49 +318,22 @@ def plot_latency(points, path, title="latency / quality"):
     plt.close(fig)
 
 
-def plot_streaming_attention(weights, delays, source, target, path, title):
-    """weights: target x source; delays: 1-indexed head positions (one per target token)."""
-    fig, ax = plt.subplots(figsize=(0.3 * len(source) + 2, 0.3 * len(target) + 1.5))
-    ax.imshow(weights, cmap="Greys", aspect="auto", vmin=0)
-    heads = [d - 1 for d in delays]
-    ax.plot(heads, range(len(heads)), "-", color="tab:red", lw=1)
-    ax.scatter(heads, range(len(heads)), s=60, facecolors="none", edgecolors="tab:red", linewidths=1.5)
-    ax.set_xticks(range(len(source)))
-    ax.set_xticklabels(drawable_labels(source, "x"), rotation=90, fontsize=7)
-    ax.set_yticks(range(len(target)))
-    ax.set_yticklabels(drawable_labels(target, "y"), fontsize=7)
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-
-
 def streaming_attentions(checkpoint, data_bin, ids, out_dir, subset="test"):
     """Decode ``ids`` simultaneously (greedy, as fairseq-generate does for streaming archs), then
     teacher-force the output to read the test-time attention weights; the head is outlined."""
     import torch
-    from fairseq import checkpoint_utils
 
     from .simultaneous import SimultaneousGenerator, streaming_attention
 
-    if not os.path.isfile(checkpoint):
-        raise SystemExit(f"--path: no checkpoint at {checkpoint}")
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [checkpoint], arg_overrides={"data": data_bin}
-    )
-    model = models[0].eval()
+    model, task, dataset = load_for_plots(checkpoint, data_bin, subset)
     if streaming_attention(model) is None:
         raise SystemExit(
             f"{checkpoint} is not a streaming checkpoint (lstm_monotonic, lstm_mocha, lstm_milk, lstm_waitk)"
         )
     generator = SimultaneousGenerator([model], task.target_dictionary, max_len_a=2, max_len_b=10)
-    task.load_dataset(subset)
-    dataset = task.dataset(subset)
     os.makedirs(out_dir, exist_ok=True)
     for i in ids:
-        if not 0 <= i < len(dataset):
-            raise SystemExit(f"sentence id {i} is not in {subset} ({len(dataset)} sentences)")
-        sample = dataset.collater([dataset[i]])
+        sample = one_sentence(dataset, i, subset)
         hypo = generator.generate([model], sample)[0][0]
         prev = torch.cat([torch.tensor([task.target_dictionary.eos()]), hypo["tokens"][:-1]]).unsqueeze(0)
         with torch.no_grad():
@@ -355,9 +343,8 @@ def streaming_attentions(checkpoint, data_bin, ids, out_dir, subset="test"):
         weights = extra["attn"][0][0, : len(tgt), : len(src)].numpy()
         name = getattr(model.decoder.attention, "registry_name", "attention")
         title = f"{name}, {subset} {i}: DAL {hypo['latency']['DAL']:.2f}, AL {hypo['latency']['AL']:.2f}"
-        plot_streaming_attention(
-            weights, hypo["delays"], src, tgt, os.path.join(out_dir, f"streaming_{i}.png"), title
-        )
+        path = os.path.join(out_dir, f"streaming_{i}.png")
+        plot_alignment(weights, src, tgt, path, title, delays=hypo["delays"])
 
 
 def main(argv=None):

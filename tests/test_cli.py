@@ -87,6 +87,27 @@ def generate_args(data_bin, checkpoint, *extra):
     ]
 
 
+def interactive_args(data_bin, checkpoint, *extra):
+    return [
+        "fairseq-interactive",
+        str(data_bin / "data-bin"),
+        "--user-dir",
+        "fairseq_vision_attn",
+        "--task",
+        "translation_vision_attn",
+        "--source-lang",
+        "src",
+        "--target-lang",
+        "tgt",
+        "--path",
+        str(checkpoint),
+        "--cpu",
+        "--buffer-size",
+        "4",
+        *extra,
+    ]
+
+
 @pytest.fixture(scope="module")
 def trained(toy_data_bin, tmp_path_factory):
     """arch -> checkpoint directory, each trained one epoch through fairseq-train."""
@@ -174,25 +195,7 @@ def test_streaming_arch_trains_with_the_latency_loss(arch, toy_data_bin, tmp_pat
 
 
 def test_interactive_reads_piped_input(trained, toy_data_bin):
-    cmd = [
-        "fairseq-interactive",
-        str(toy_data_bin / "data-bin"),
-        "--user-dir",
-        "fairseq_vision_attn",
-        "--task",
-        "translation_vision_attn",
-        "--source-lang",
-        "src",
-        "--target-lang",
-        "tgt",
-        "--path",
-        str(trained["lstm_global"] / "checkpoint_best.pt"),
-        "--beam",
-        "2",
-        "--cpu",
-        "--buffer-size",
-        "4",
-    ]
+    cmd = interactive_args(toy_data_bin, trained["lstm_global"] / "checkpoint_best.pt", "--beam", "2")
     proc = run_cli(cmd, cwd=REPO, input="t1 t2 t3\nt4 t5\nt9 t8 t7 t6 t5\n")
     assert sum(line.startswith("H-") for line in proc.stdout.splitlines()) == 3
 
@@ -216,23 +219,7 @@ def test_streaming_decoding_flags_and_input(trained, toy_data_bin, tmp_path):
         )
         assert proc.returncode != 0 and "--test-waitk-lagging needs a wait-k checkpoint" in proc.stderr
         assert "Traceback" not in proc.stderr
-    cmd = [
-        "fairseq-interactive",
-        str(toy_data_bin / "data-bin"),
-        "--user-dir",
-        "fairseq_vision_attn",
-        "--task",
-        "translation_vision_attn",
-        "--source-lang",
-        "src",
-        "--target-lang",
-        "tgt",
-        "--path",
-        str(trained["lstm_milk"] / "checkpoint_best.pt"),
-        "--cpu",
-        "--buffer-size",
-        "4",
-    ]
+    cmd = interactive_args(toy_data_bin, trained["lstm_milk"] / "checkpoint_best.pt")
     long_line = " ".join(["t3", "t1", "t7"] * 200)
     proc = run_cli(cmd, cwd=REPO, input=f"t1 t2 t3\n\n{long_line}\nt4\n")
     assert sum(line.startswith("H-") for line in proc.stdout.splitlines()) == 4

@@ -20,6 +20,8 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 )
 
 from ..errors import VisionAttnError
+from . import common
+from .common import attention_extras
 
 
 @dataclass
@@ -57,7 +59,7 @@ class FlexibleAttentionCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion)
         net_output = model(**sample["net_input"])
         loss, nll_loss = self.compute_loss(model, net_output, sample, reduce=reduce)
         # 2) g(t) of every step, masked to the real target tokens
-        extras = net_output[1].get("attention_extras", {}) if isinstance(net_output[1], dict) else {}
+        extras = attention_extras(net_output)
         if "g" not in extras:
             raise VisionAttnError(
                 "--criterion flexible_attention_cross_entropy needs a model with flexible attention "
@@ -68,19 +70,10 @@ class FlexibleAttentionCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion)
         # 3) Eq. 9: subtract beta * sum_i mean_t g_i(t)
         if self.beta > 0:
             loss = loss - self.beta * regularizer
-        sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
-        logging_output = {
-            "loss": loss.data,
-            "nll_loss": nll_loss.data,
-            "ntokens": sample["ntokens"],
-            "nsentences": sample["target"].size(0),
-            "sample_size": sample_size,
-            "g_sum": (extras["g"].float() * target_mask).sum().data,
-        }
-        if self.report_accuracy:
-            n_correct, total = self.compute_accuracy(model, net_output, sample)
-            logging_output["n_correct"] = utils.item(n_correct.data)
-            logging_output["total"] = utils.item(total.data)
+        g_sum = (extras["g"].float() * target_mask).sum().data
+        sample_size, logging_output = common.logging_output(
+            self, model, net_output, sample, loss, nll_loss, g_sum=g_sum
+        )
         return loss, sample_size, logging_output
 
     @classmethod

@@ -27,6 +27,8 @@ from fairseq.dataclass import ChoiceEnum
 
 from ..errors import VisionAttnError
 from ..latency import average_proportion, differentiable_average_lagging
+from . import common
+from .common import attention_extras
 
 LATENCY_METRICS = {"dal": differentiable_average_lagging, "ap": average_proportion}
 
@@ -69,7 +71,7 @@ class LatencyAugmentedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
     def forward(self, model, sample, reduce=True):
         net_output = model(**sample["net_input"])
         loss, nll_loss = self.compute_loss(model, net_output, sample, reduce=reduce)
-        extras = net_output[1].get("attention_extras", {}) if isinstance(net_output[1], dict) else {}
+        extras = attention_extras(net_output)
         if "delay" not in extras:
             attention = getattr(getattr(model, "decoder", None), "attention", None)
             name = getattr(attention, "registry_name", type(model).__name__)
@@ -84,21 +86,17 @@ class LatencyAugmentedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         latency_loss = self.latency_weight * latency[self.latency_metric].sum()
         if self.latency_weight > 0:
             loss = loss + latency_loss.to(loss.dtype)
-        sample_size = sample["target"].size(0) if self.sentence_avg else sample["ntokens"]
-        logging_output = {
-            "loss": loss.data,
-            "nll_loss": nll_loss.data,
-            "ntokens": sample["ntokens"],
-            "nsentences": sample["target"].size(0),
-            "sample_size": sample_size,
-            "dal_sum": latency["dal"].sum().data,
-            "ap_sum": latency["ap"].sum().data,
-            "latency_loss_sum": latency_loss.data,
-        }
-        if self.report_accuracy:
-            n_correct, total = self.compute_accuracy(model, net_output, sample)
-            logging_output["n_correct"] = utils.item(n_correct.data)
-            logging_output["total"] = utils.item(total.data)
+        sample_size, logging_output = common.logging_output(
+            self,
+            model,
+            net_output,
+            sample,
+            loss,
+            nll_loss,
+            dal_sum=latency["dal"].sum().data,
+            ap_sum=latency["ap"].sum().data,
+            latency_loss_sum=latency_loss.data,
+        )
         return loss, sample_size, logging_output
 
     @classmethod
