@@ -28,7 +28,7 @@ IDS = [arch for arch, _ in RUNS]
 
 @pytest.fixture(scope="module")
 def copy_data(tmp_path_factory):
-    """2,000 copy pairs: with --max-tokens 200, about 60 updates per epoch."""
+    """1,200 copy pairs: with --max-tokens 200, about 55 updates per epoch."""
     root = tmp_path_factory.mktemp("copy")
     toy = [
         sys.executable,
@@ -39,7 +39,7 @@ def copy_data(tmp_path_factory):
         "--out-dir",
         str(root / "raw"),
     ]
-    toy += ["--train-size", "2000", "--valid-size", "50", "--test-size", "10", "--vocab-size", "10"]
+    toy += ["--train-size", "1200", "--valid-size", "50", "--test-size", "10", "--vocab-size", "10"]
     run_cli(toy + ["--min-len", "2", "--max-len", "8", "--seed", "2"], cwd=REPO)
     pre = ["fairseq-preprocess", "--source-lang", "src", "--target-lang", "tgt", "--joined-dictionary"]
     pre += ["--trainpref", str(root / "raw/train"), "--validpref", str(root / "raw/valid")]
