@@ -133,7 +133,7 @@ def test_generation_turns_the_alignment_off_unless_asked():
 
     model = build_model("lstm_memory")
     task = TranslationVisionAttnTask.__new__(TranslationVisionAttnTask)
-    task.cfg = type("Cfg", (), {"vision_span_threshold": float("inf")})()
+    task.cfg = type("Cfg", (), {"vision_span_threshold": float("inf"), "test_waitk_lagging": None})()
     task.search_stats = type("S", (), {"observe": staticmethod(lambda extras: None)})()
     task.configure_for_inference(model)
     assert model.decoder.attention.expose_alignment is False
