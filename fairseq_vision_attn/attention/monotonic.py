@@ -32,6 +32,7 @@ the context uses states h_1..h_{t_i} only (``extras["window_size"]``: how many).
 losses and latencies are therefore those of the test-time model (under teacher forcing).
 """
 
+import abc
 import math
 
 import torch
@@ -186,11 +187,14 @@ class MonotonicAttentionBase(Attention):
         """Number of states the hard context uses when the head is at ``delay`` (1-indexed)."""
         return delay
 
+    @abc.abstractmethod
     def expected_weights(self, query, cache, log_alpha, alpha) -> Tensor:
-        raise NotImplementedError
+        """Training: the expected test-time weights (batch x src_len) given alpha_i."""
 
+    @abc.abstractmethod
     def hard_weights(self, query, cache, head) -> Tensor:
-        raise NotImplementedError
+        """Evaluation: the weights (batch x src_len, zero beyond ``head``) with the head at
+        ``head`` (batch, 0-indexed)."""
 
 
 def _positions(cache) -> Tensor:

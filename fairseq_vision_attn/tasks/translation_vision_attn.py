@@ -69,6 +69,14 @@ def open_stats_output(path):
         raise VisionAttnError(f"--stats-output {path}: cannot be written ({err.strerror})") from None
 
 
+def set_generation_flag(model, attention, attribute, value, flag, needs):
+    """Set ``attention.<attribute> = value`` for ``flag``, or refuse a checkpoint without it."""
+    if not hasattr(attention, attribute):
+        name = getattr(attention, "registry_name", type(model).__name__)
+        raise VisionAttnError(f"{flag} needs {needs}; this checkpoint uses {name!r}")
+    setattr(attention, attribute, value)
+
+
 @register_task("translation_vision_attn", dataclass=TranslationVisionAttnConfig)
 class TranslationVisionAttnTask(TranslationTask):
     cfg: TranslationVisionAttnConfig
@@ -132,22 +140,24 @@ class TranslationVisionAttnTask(TranslationTask):
             attention.expose_alignment = print_alignment
         tau = self.cfg.vision_span_threshold
         if not math.isinf(tau):
-            if not hasattr(attention, "span_threshold"):
-                name = getattr(attention, "registry_name", type(model).__name__)
-                raise VisionAttnError(
-                    f"--vision-span-threshold needs a model with flexible attention (--arch "
-                    f"lstm_flexible); this checkpoint uses {name!r}"
-                )
-            attention.span_threshold = tau
+            set_generation_flag(
+                model,
+                attention,
+                "span_threshold",
+                tau,
+                "--vision-span-threshold",
+                "a model with flexible attention (--arch lstm_flexible)",
+            )
         lagging = self.cfg.test_waitk_lagging
         if lagging is not None:
-            if not hasattr(attention, "lagging"):
-                name = getattr(attention, "registry_name", type(model).__name__)
-                raise VisionAttnError(
-                    f"--test-waitk-lagging needs a wait-k checkpoint (--arch lstm_waitk); this "
-                    f"checkpoint uses {name!r}"
-                )
-            attention.lagging = lagging
+            set_generation_flag(
+                model,
+                attention,
+                "lagging",
+                lagging,
+                "--test-waitk-lagging",
+                "a wait-k checkpoint (--arch lstm_waitk)",
+            )
         if hasattr(decoder, "step_observer"):
             decoder.step_observer = self.search_stats.observe
 
