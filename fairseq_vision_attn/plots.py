@@ -347,6 +347,16 @@ def streaming_attentions(checkpoint, data_bin, ids, out_dir, subset="test"):
         plot_alignment(weights, src, tgt, path, title, delays=hypo["delays"])
 
 
+def add_checkpoint_plot(sub, name, help_text, subset):
+    """A sub-command that plots sentences of a split through a checkpoint."""
+    plot = sub.add_parser(name, help=help_text)
+    plot.add_argument("--path", required=True, help="checkpoint")
+    plot.add_argument("--data-bin", required=True)
+    plot.add_argument("--subset", default=subset)
+    plot.add_argument("--ids", type=int, nargs="+", required=True)
+    plot.add_argument("--out-dir", required=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -370,22 +380,12 @@ def main(argv=None):
     curves.add_argument("--logs", nargs="+", required=True, metavar="NAME=TRAIN_LOG")
     curves.add_argument("--out", required=True)
     curves.add_argument("--title", default="validation BLEU")
-    align = sub.add_parser("memory-alignment", help="alpha . beta heatmaps (Britz Figs. 6-8)")
-    align.add_argument("--path", required=True, help="checkpoint")
-    align.add_argument("--data-bin", required=True)
-    align.add_argument("--subset", default="valid")
-    align.add_argument("--ids", type=int, nargs="+", required=True)
-    align.add_argument("--out-dir", required=True)
+    add_checkpoint_plot(sub, "memory-alignment", "alpha . beta heatmaps (Britz Figs. 6-8)", "valid")
     latency = sub.add_parser("latency", help="BLEU against DAL, AL, AP (MILk Figs. 2-3)")
     latency.add_argument("--points", required=True, help="TSV: system, BLEU, AL, AP, DAL [, family]")
     latency.add_argument("--out", required=True)
     latency.add_argument("--title", default="latency / quality")
-    streaming = sub.add_parser("streaming-attention", help="attention with the hard head (MILk Figs. 4-5)")
-    streaming.add_argument("--path", required=True, help="a streaming checkpoint")
-    streaming.add_argument("--data-bin", required=True)
-    streaming.add_argument("--subset", default="test")
-    streaming.add_argument("--ids", type=int, nargs="+", required=True)
-    streaming.add_argument("--out-dir", required=True)
+    add_checkpoint_plot(sub, "streaming-attention", "attention with the hard head (MILk Figs. 4-5)", "test")
     args = parser.parse_args(argv)
     if args.command == "latency":
         plot_latency(read_latency_points(args.points), args.out, args.title)

@@ -3,11 +3,26 @@ usual logging output."""
 
 from fairseq import utils
 
+from ..errors import VisionAttnError
+
 
 def attention_extras(net_output):
     """The decoder's stacked per-step statistics (``batch x tgt_len [x src_len]``), or {}."""
     extra = net_output[1]
     return extra.get("attention_extras", {}) if isinstance(extra, dict) else {}
+
+
+def forward_with_extras(criterion, model, sample, reduce, key, needs):
+    """The forward pass, fairseq's label-smoothed cross-entropy and the per-step statistics;
+    a model whose attention does not report ``key`` is refused (``needs``: which archs do)."""
+    net_output = model(**sample["net_input"])
+    loss, nll_loss = criterion.compute_loss(model, net_output, sample, reduce=reduce)
+    extras = attention_extras(net_output)
+    if key not in extras:
+        attention = getattr(getattr(model, "decoder", None), "attention", None)
+        name = getattr(attention, "registry_name", type(model).__name__)
+        raise VisionAttnError(f"{needs}; this model's attention is {name!r}")
+    return net_output, loss, nll_loss, extras
 
 
 def logging_output(criterion, model, net_output, sample, loss, nll_loss, **extra):

@@ -21,7 +21,6 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
 
 from ..errors import VisionAttnError
 from . import common
-from .common import attention_extras
 
 
 @dataclass
@@ -55,16 +54,14 @@ class FlexibleAttentionCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion)
         self.beta = gt_regularizer_weight
 
     def forward(self, model, sample, reduce=True):
-        # 1) the usual forward pass and label-smoothed cross-entropy
-        net_output = model(**sample["net_input"])
-        loss, nll_loss = self.compute_loss(model, net_output, sample, reduce=reduce)
-        # 2) g(t) of every step, masked to the real target tokens
-        extras = attention_extras(net_output)
-        if "g" not in extras:
-            raise VisionAttnError(
-                "--criterion flexible_attention_cross_entropy needs a model with flexible attention "
-                "(--arch lstm_flexible)"
-            )
+        # 1) the usual forward pass and label-smoothed cross-entropy, 2) g(t) of every step
+        needs = (
+            "--criterion flexible_attention_cross_entropy needs a model with flexible attention "
+            "(--arch lstm_flexible)"
+        )
+        net_output, loss, nll_loss, extras = common.forward_with_extras(
+            self, model, sample, reduce, "g", needs
+        )
         target_mask = sample["target"].ne(self.padding_idx)
         regularizer = gt_regularizer(extras["g"], target_mask)
         # 3) Eq. 9: subtract beta * sum_i mean_t g_i(t)

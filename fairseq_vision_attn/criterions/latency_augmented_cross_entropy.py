@@ -28,7 +28,6 @@ from fairseq.dataclass import ChoiceEnum
 from ..errors import VisionAttnError
 from ..latency import average_proportion, differentiable_average_lagging
 from . import common
-from .common import attention_extras
 
 LATENCY_METRICS = {"dal": differentiable_average_lagging, "ap": average_proportion}
 
@@ -69,16 +68,13 @@ class LatencyAugmentedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         self.latency_metric = metric
 
     def forward(self, model, sample, reduce=True):
-        net_output = model(**sample["net_input"])
-        loss, nll_loss = self.compute_loss(model, net_output, sample, reduce=reduce)
-        extras = attention_extras(net_output)
-        if "delay" not in extras:
-            attention = getattr(getattr(model, "decoder", None), "attention", None)
-            name = getattr(attention, "registry_name", type(model).__name__)
-            raise VisionAttnError(
-                "--criterion latency_augmented_cross_entropy needs a streaming arch (lstm_monotonic, "
-                f"lstm_mocha, lstm_milk or lstm_waitk); this model's attention is {name!r}"
-            )
+        needs = (
+            "--criterion latency_augmented_cross_entropy needs a streaming arch (lstm_monotonic, "
+            "lstm_mocha, lstm_milk or lstm_waitk)"
+        )
+        net_output, loss, nll_loss, extras = common.forward_with_extras(
+            self, model, sample, reduce, "delay", needs
+        )
         target_mask = sample["target"].ne(self.padding_idx)  # batch x tgt_len, EOS included
         src_len = sample["net_input"]["src_lengths"]  # batch, EOS included
         delays = extras["delay"]
