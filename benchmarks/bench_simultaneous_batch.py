@@ -65,7 +65,8 @@ def main():
     srcs = sources(args.sentences, 1000)
     print("arch\tbatched sent/s\tone-at-a-time sent/s\tratio")
     for arch in args.archs:
-        model = fresh_model(arch, 1000, monotonic_energy_bias_init=0.0)
+        head = {} if arch == "lstm_waitk" else {"monotonic_energy_bias_init": 0.0}  # a head that moves
+        model = fresh_model(arch, 1000, **head)
         generator = SimultaneousGenerator([model], model.decoder.dictionary, max_len_a=1.0, max_len_b=0)
         rates = {args.batch: [], 1: []}
         results = {}

@@ -28,6 +28,24 @@ def _find_ours(exc):
     return None
 
 
+# fairseq's own errors about user input (a missing checkpoint or split), which it raises as
+# plain exceptions: shown as one line too, when this package is loaded.
+FAIRSEQ_USER_ERRORS = (
+    (OSError, "Model file not found"),
+    (FileNotFoundError, "Dataset not found"),
+)
+
+
+def _user_error_line(exc):
+    ours = _find_ours(exc)
+    if ours is not None:
+        return str(ours)
+    for kind, prefix in FAIRSEQ_USER_ERRORS:
+        if isinstance(exc, kind) and str(exc).startswith(prefix):
+            return str(exc)
+    return None
+
+
 def install_excepthook():
     """Print our errors as one line (``fairseq-vision-attn: error: ...``) and exit 2."""
     if getattr(sys.excepthook, "_vision_attn", False):
@@ -35,11 +53,11 @@ def install_excepthook():
     previous = sys.excepthook
 
     def hook(exc_type, exc, tb):
-        ours = _find_ours(exc)
-        if ours is None:
+        line = _user_error_line(exc)
+        if line is None:
             previous(exc_type, exc, tb)
             return
-        sys.stderr.write(f"fairseq-vision-attn: error: {ours}\n")
+        sys.stderr.write(f"fairseq-vision-attn: error: {line}\n")
         sys.stderr.flush()
         # sys.exit is not allowed inside an excepthook; the interpreter is exiting anyway.
         import os
@@ -100,6 +118,13 @@ def positive_float_or_inf(text):
     value = _parse_float(text)
     if math.isnan(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"expected a number > 0 (or 'inf'), got {text!r}")
+    return value
+
+
+def finite_float(text):
+    value = _parse_float(text)
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
     return value
 
 

@@ -232,6 +232,13 @@ def load_for_plots(checkpoint, data_bin, subset):
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
         [checkpoint], arg_overrides={"data": data_bin}
     )
+    from .models.lstm_attention import VisionAttnLSTMModel
+
+    if not isinstance(models[0], VisionAttnLSTMModel):
+        raise SystemExit(
+            f"--path {checkpoint}: a {type(models[0]).__name__} checkpoint; these plots need one "
+            "trained with this package's archs (lstm_global, lstm_memory, lstm_milk, ...)"
+        )
     task.load_dataset(subset)
     return models[0].eval(), task, task.dataset(subset)
 

@@ -32,11 +32,15 @@ for arch in $ARCHS; do
     lstm_monotonic|lstm_mocha|lstm_milk|lstm_waitk)
       criterion=(--criterion latency_augmented_cross_entropy --latency-weight "$LATENCY_WEIGHT") ;;
   esac
+  case $arch in  # the flags only one mechanism reads (others refuse them)
+    lstm_local) criterion+=(--local-window-d 3) ;;
+    lstm_mocha) criterion+=(--mocha-chunk-size 3) ;;
+  esac
   fairseq-train "$OUT/data-bin" --user-dir fairseq_vision_attn --task translation_vision_attn \
     --arch "$arch" --encoder-embed-dim 64 --encoder-hidden-size 64 --decoder-embed-dim 64 \
-    --decoder-hidden-size 128 --decoder-out-embed-dim 64 --dropout 0.0 --local-window-d 3 \
+    --decoder-hidden-size 128 --decoder-out-embed-dim 64 --dropout 0.0 \
     --optimizer adam --lr 0.005 --clip-norm 3 --max-tokens 1000 --max-epoch "$EPOCHS" \
-    "${criterion[@]}" --mocha-chunk-size 3 --seed 1 --cpu --num-workers 0 \
+    "${criterion[@]}" --seed 1 --cpu --num-workers 0 \
     --save-dir "$OUT/checkpoints/$arch" --no-epoch-checkpoints --no-last-checkpoints \
     --log-format simple --log-interval 50 > "$OUT/train.$arch.log" 2>&1 \
     || { tail -n 20 "$OUT/train.$arch.log" >&2; exit 1; }

@@ -42,8 +42,7 @@ def train_args(data_bin, save_dir, arch, *extra):
         "--arch",
         arch,
         *SMALL,
-        "--local-window-d",
-        "2",
+        *(["--local-window-d", "2"] if arch == "lstm_local" else []),
         "--optimizer",
         "adam",
         "--lr",
@@ -169,7 +168,7 @@ def test_streaming_arch_trains_with_the_latency_loss(arch, toy_data_bin, tmp_pat
     """fairseq-train with --criterion latency_augmented_cross_entropy logs dal and ap in
     training and validation; the checkpoint then decodes. wait-k's k = 12 exceeds every toy
     source (2..8 tokens + EOS), which must still train and decode (fairseq issue 3445)."""
-    extra = ["--waitk-lagging", "12"] if arch == "lstm_waitk" else ["--mocha-chunk-size", "2"]
+    extra = {"lstm_waitk": ["--waitk-lagging", "12"], "lstm_mocha": ["--mocha-chunk-size", "2"]}.get(arch, [])
     proc = run_cli(
         train_args(
             toy_data_bin,
@@ -194,16 +193,28 @@ def test_streaming_arch_trains_with_the_latency_loss(arch, toy_data_bin, tmp_pat
     assert "BLEU4" in out.stdout
 
 
-def test_interactive_reads_piped_input(trained, toy_data_bin):
-    cmd = interactive_args(toy_data_bin, trained["lstm_global"] / "checkpoint_best.pt", "--beam", "2")
-    proc = run_cli(cmd, cwd=REPO, input="t1 t2 t3\nt4 t5\nt9 t8 t7 t6 t5\n")
-    assert sum(line.startswith("H-") for line in proc.stdout.splitlines()) == 3
+@pytest.mark.parametrize("arch", our_archs())
+def test_interactive_reads_piped_input(arch, trained, toy_data_bin):
+    """Every arch through fairseq-interactive on piped input: an empty line, unknown words and
+    a 2,000-token line each get a hypothesis; streaming archs decode simultaneously."""
+    cmd = interactive_args(toy_data_bin, trained[arch] / "checkpoint_best.pt", "--beam", "2")
+    long_line = " ".join(["t3", "t1", "t7", "t2"] * 500)
+    lines = f"t1 t2 t3\n\nzebra t4 unicorn\n{long_line}\nt9 t8 t7 t6 t5\n"
+    proc = run_cli([*cmd, "--max-source-positions", "2100"], cwd=REPO, input=lines)
+    hypos = [line for line in proc.stdout.splitlines() if line.startswith("H-")]
+    assert len(hypos) == 5, proc.stdout[-2000:]
+    assert "Traceback" not in proc.stderr
+    if arch in STREAMING:
+        assert "| AL " in proc.stdout and "| DAL " in proc.stdout
+    if arch == "lstm_global":  # over fairseq's default 1024 positions: one line, not a traceback
+        proc = run_cli(cmd, cwd=REPO, input=lines, check=False)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr
+        assert "raise --max-source-positions" in proc.stderr.splitlines()[-1]
 
 
 def test_streaming_decoding_flags_and_input(trained, toy_data_bin, tmp_path):
     """--test-waitk-lagging changes wait-k's schedule at test time and is refused (one line)
-    by any other checkpoint; fairseq-interactive decodes a streaming checkpoint
-    simultaneously, empty and long lines included."""
+    by any other checkpoint."""
     stats = tmp_path / "stats.jsonl"
     ckpt = trained["lstm_waitk"] / "checkpoint_best.pt"
     run_cli(
@@ -219,11 +230,6 @@ def test_streaming_decoding_flags_and_input(trained, toy_data_bin, tmp_path):
         )
         assert proc.returncode != 0 and "--test-waitk-lagging needs a wait-k checkpoint" in proc.stderr
         assert "Traceback" not in proc.stderr
-    cmd = interactive_args(toy_data_bin, trained["lstm_milk"] / "checkpoint_best.pt")
-    long_line = " ".join(["t3", "t1", "t7"] * 200)
-    proc = run_cli(cmd, cwd=REPO, input=f"t1 t2 t3\n\n{long_line}\nt4\n")
-    assert sum(line.startswith("H-") for line in proc.stdout.splitlines()) == 4
-    assert "| AL " in proc.stdout and "| DAL " in proc.stdout
 
 
 @pytest.mark.parametrize("arch", ["lstm_milk", "lstm_waitk"])
@@ -321,46 +327,36 @@ def test_resume_after_eval_bleu_checkpoint(toy_data_bin, tmp_path):
     assert second["optimizer_history"][-1]["num_updates"] == 2 * updates
 
 
-# (arch, invalid flags, text the one-line error must name); every flag this package adds
+# (arch, invalid flags, text the one-line error must name): checks across flags, criteria and
+# files; each model flag's own values are swept in test_flag_sweep.py
 BAD = [
-    ("lstm_global", ["--attention", "bogus"], "--attention"),
-    ("lstm_global", ["--encoder-hidden-size", "0"], "--encoder-hidden-size"),
-    ("lstm_global", ["--decoder-layers", "-1"], "--decoder-layers"),
-    ("lstm_global", ["--local-window-d", "0"], "--local-window-d"),
-    ("lstm_global", ["--dropout", "1.5"], "--dropout"),
-    ("lstm_global", ["--encoder-bidirectional", "maybe"], "--encoder-bidirectional"),
     (
         "lstm_global",
         ["--share-decoder-input-output-embed", "--decoder-out-embed-dim", "8"],
         "--share-decoder-input-output-embed",
     ),
-    ("lstm_flexible", ["--flex-sigma", "0"], "--flex-sigma"),
+    ("lstm_global", ["--encoder-embed-path", "/no/such/embeddings.txt"], "--encoder-embed-path"),
     (
         "lstm_flexible",
         ["--criterion", "flexible_attention_cross_entropy", "--gt-regularizer-weight", "-0.1"],
         "--gt-regularizer-weight",
     ),
-    ("lstm_sact", ["--sact-lambda", "1"], "--sact-lambda"),
-    ("lstm_sact", ["--sact-lambda", "0.5"], "--sact-lambda"),
-    ("lstm_global", ["--attention-temperature", "warm"], "--attention-temperature"),
+    (
+        "lstm_flexible",
+        ["--criterion", "flexible_attention_cross_entropy", "--gt-regularizer-weight", "nan"],
+        "--gt-regularizer-weight",
+    ),
     ("lstm_global", ["--attention-temperature", "fixed", "--fixed-temperature", "0"], "--fixed-temperature"),
     ("lstm_noattn", ["--attention-temperature", "sact"], "cannot be applied to --attention none"),
-    ("lstm_memory", ["--memory-size", "0"], "--memory-size"),
-    ("lstm_memory", ["--memory-size", "many"], "--memory-size"),
-    ("lstm_memory", ["--memory-encoder-score", "relu"], "--memory-encoder-score"),
-    ("lstm_memory", ["--memory-decoder-score", "tanh"], "--memory-decoder-score"),
-    ("lstm_memory", ["--memory-normalize", "both"], "--memory-normalize"),
-    ("lstm_memory", ["--memory-position-encoding", "maybe"], "--memory-position-encoding"),
-    ("lstm_mocha", ["--mocha-chunk-size", "0"], "--mocha-chunk-size"),
-    ("lstm_milk", ["--monotonic-noise-var", "-1"], "--monotonic-noise-var"),
-    ("lstm_milk", ["--monotonic-noise-var", "nan"], "--monotonic-noise-var"),
-    ("lstm_milk", ["--monotonic-energy-bias-init", "low"], "--monotonic-energy-bias-init"),
     ("lstm_milk", ["--encoder-bidirectional", "true"], "--encoder-bidirectional"),
-    ("lstm_waitk", ["--waitk-lagging", "0"], "--waitk-lagging"),
-    ("lstm_waitk", ["--waitk-rate", "0"], "--waitk-rate"),
     (
         "lstm_milk",
         ["--criterion", "latency_augmented_cross_entropy", "--latency-weight", "-1"],
+        "--latency-weight",
+    ),
+    (
+        "lstm_milk",
+        ["--criterion", "latency_augmented_cross_entropy", "--latency-weight", "nan"],
         "--latency-weight",
     ),
     (
@@ -369,6 +365,7 @@ BAD = [
         "--latency-metric",
     ),
     ("lstm_global", ["--criterion", "latency_augmented_cross_entropy"], "needs a streaming arch"),
+    ("lstm_global", ["--criterion", "flexible_attention_cross_entropy"], "flexible"),
 ]
 
 
@@ -394,6 +391,19 @@ def test_unwritable_stats_output_fails_clearly(trained, toy_data_bin, tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+def test_missing_checkpoint_or_subset_fails_clearly(trained, toy_data_bin, tmp_path):
+    """fairseq's own errors about a missing checkpoint or split, shown as one line."""
+    ckpt = trained["lstm_global"] / "checkpoint_best.pt"
+    cases = [
+        (generate_args(toy_data_bin, tmp_path / "none.pt"), "Model file not found"),
+        (generate_args(toy_data_bin, ckpt, "--gen-subset", "test9"), "Dataset not found: test9"),
+    ]
+    for cmd, message in cases:
+        proc = run_cli(cmd, cwd=REPO, check=False)
+        assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert message in proc.stderr.splitlines()[-1]
+
+
 def test_checkpoint_of_another_arch_fails_clearly(trained, toy_data_bin, tmp_path):
     ckpt = trained["lstm_global"] / "checkpoint_best.pt"
     proc = run_cli(
@@ -404,6 +414,39 @@ def test_checkpoint_of_another_arch_fails_clearly(trained, toy_data_bin, tmp_pat
     assert proc.returncode != 0
     assert "checkpoint does not match --arch lstm_local" in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr
+
+
+def test_checkpoint_of_fairseqs_own_lstm(toy_data_bin, tmp_path):
+    """A checkpoint of fairseq's ``--arch lstm``: decodes through this task (no attention
+    statistics to write), and is refused in one line where this package's model is needed
+    (our flags at decoding, restoring it into our arch, the plots)."""
+    fairseq_lstm = train_args(toy_data_bin, tmp_path / "fs", "lstm_global")
+    fairseq_lstm[fairseq_lstm.index("lstm_global")] = "lstm"
+    run_cli(fairseq_lstm, cwd=REPO)
+    ckpt = tmp_path / "fs" / "checkpoint_best.pt"
+    stats = tmp_path / "stats.jsonl"
+    proc = run_cli(generate_args(toy_data_bin, ckpt, "--stats-output", str(stats)), cwd=REPO)
+    assert "BLEU4" in proc.stdout and len(stats.read_text().splitlines()) == 12
+    refusals = [
+        (
+            generate_args(toy_data_bin, ckpt, "--vision-span-threshold", "1.0"),
+            "this checkpoint uses 'LSTMModel'",
+        ),
+        (generate_args(toy_data_bin, ckpt, "--test-waitk-lagging", "2"), "this checkpoint uses 'LSTMModel'"),
+        (
+            train_args(toy_data_bin, tmp_path / "ours", "lstm_global", "--restore-file", str(ckpt)),
+            "checkpoint does not match --arch lstm_global",
+        ),
+        (
+            ["python", "-m", "fairseq_vision_attn.plots", "memory-alignment", "--path", str(ckpt)]
+            + ["--data-bin", str(toy_data_bin / "data-bin"), "--ids", "0", "--out-dir", str(tmp_path / "p")],
+            "a LSTMModel checkpoint",
+        ),
+    ]
+    for cmd, message in refusals:
+        proc = run_cli(cmd, cwd=REPO, check=False)
+        assert proc.returncode != 0 and message in proc.stderr, proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr
 
 
 def test_flexible_finetune_and_threshold_decode(trained, toy_data_bin, tmp_path):

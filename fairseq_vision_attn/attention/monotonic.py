@@ -38,7 +38,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..errors import non_negative_float, positive_int
+from ..errors import finite_float, non_negative_float, positive_int
 from ..monotonic import (
     expected_delay,
     initial_log_alpha,
@@ -107,7 +107,7 @@ class MonotonicAttentionBase(Attention):
         )
         parser.add_argument(
             "--monotonic-energy-bias-init",
-            type=float,
+            type=finite_float,
             metavar="R",
             help="initial value of the monotonic energy's scalar bias r (negative: the head "
             "starts by reading; default -4)",

@@ -20,6 +20,7 @@ so that nothing the decoder does depends on a source token its policy has not re
 """
 
 import contextlib
+import os
 from typing import Dict, List
 
 import torch
@@ -33,7 +34,7 @@ from fairseq.models import (
 from torch import Tensor, nn
 
 from ..attention import ATTENTION_REGISTRY, add_attention_args, attention_choices, build_attention
-from ..errors import VisionAttnError, positive_int, probability, str2bool
+from ..errors import VisionAttnError, non_negative_float, positive_int, probability, str2bool
 
 MODEL_NAME = "vision_attn_lstm"
 
@@ -47,6 +48,11 @@ class VisionAttnLSTMModel(FairseqEncoderDecoderModel):
         # fmt: off
         parser.add_argument("--attention", choices=attention_choices(), metavar="NAME",
                             help="attention mechanism: " + ", ".join(attention_choices()))
+        parser.add_argument("--param-init", type=non_negative_float, metavar="R",
+                            help="initialise the LSTMs, the initial-state, readout and output "
+                                 "layers uniformly in [-R, R] (OpenNMT's -param_init, fairseq's "
+                                 "lstm: 0.1; default 0.1); 0 = PyTorch's defaults. Attention "
+                                 "modules keep their own initialisation")
         parser.add_argument("--dropout", type=probability, metavar="D",
                             help="dropout probability (default for all dropout flags)")
         parser.add_argument("--encoder-embed-dim", type=positive_int, metavar="N",
@@ -95,12 +101,23 @@ class VisionAttnLSTMModel(FairseqEncoderDecoderModel):
         encoder = LSTMEncoder(args, src_dict, encoder_embed)
         decoder = AttentionLSTMDecoder(args, tgt_dict, decoder_embed, encoder.output_dim)
         model = cls(encoder, decoder)
+        if args.param_init > 0:
+            model.init_uniform(args.param_init)
         model.arch_name = getattr(args, "arch", MODEL_NAME)
         return model
 
     @property
     def attention(self):
         return self.decoder.attention
+
+    def init_uniform(self, bound):
+        """U(-bound, bound) for every parameter outside the embeddings and the attention module
+        (learns far faster than PyTorch's defaults here: README, "Initialisation")."""
+        skip = (self.encoder.embed_tokens, self.decoder.embed_tokens, self.decoder.attention)
+        skipped = {id(p) for module in skip for p in module.parameters()}
+        for param in self.parameters():
+            if id(param) not in skipped:
+                nn.init.uniform_(param, -bound, bound)
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
         """Load weights, turning an architecture mismatch into one clear error."""
@@ -119,6 +136,12 @@ class VisionAttnLSTMModel(FairseqEncoderDecoderModel):
 
 def validate_args(args):
     """Cross-flag checks that argparse cannot do (single flags are checked by their types)."""
+    _refuse_foreign_flags(args, MECHANISM_FLAGS, "attention")
+    _refuse_foreign_flags(args, TEMPERATURE_FLAGS, "attention_temperature")
+    for dest in ("encoder_embed_path", "decoder_embed_path"):
+        path = getattr(args, dest, None)
+        if path and not os.path.isfile(path):
+            raise VisionAttnError(f"--{dest.replace('_', '-')}: no such file: {path}")
     if args.share_decoder_input_output_embed and args.decoder_out_embed_dim != args.decoder_embed_dim:
         raise VisionAttnError(
             "--share-decoder-input-output-embed needs --decoder-out-embed-dim "
@@ -136,6 +159,20 @@ def validate_args(args):
             "target token; use --encoder-bidirectional false (the default of lstm_monotonic, "
             "lstm_mocha, lstm_milk and lstm_waitk)"
         )
+
+
+def _refuse_foreign_flags(args, flags, selector):
+    """A flag set (to a value other than its default) for a mechanism that does not read it."""
+    chosen = getattr(args, selector)
+    for dest, (owners, default) in flags.items():
+        value = getattr(args, dest)
+        if chosen not in owners and value != default:
+            owner_names = " or ".join(f"--{selector.replace('_', '-')} {o}" for o in owners)
+            raise VisionAttnError(
+                f"--{dest.replace('_', '-')} {value} has no effect here: it is read only with "
+                f"{owner_names}, and this model has --{selector.replace('_', '-')} {chosen} "
+                f"(--arch {getattr(args, 'arch', '?')}); drop the flag or pick that mechanism"
+            )
 
 
 def load_or_build_embedding(path, dictionary, dim):
@@ -345,9 +382,34 @@ class AttentionLSTMDecoder(FairseqIncrementalDecoder):
         return int(1e5)
 
 
+# Flags read by some mechanisms only: dest -> (the --attention values that read it, default).
+# A value other than the default on another mechanism is refused (validate_args), not ignored.
+_MONOTONIC = ("monotonic", "mocha", "milk")
+MECHANISM_FLAGS = {
+    "local_window_d": (("local",), 10),
+    "flex_sigma": (("flexible",), 1.5),
+    "memory_size": (("memory",), 32),
+    "memory_position_encoding": (("memory",), False),
+    "memory_encoder_score": (("memory",), "sigmoid"),
+    "memory_decoder_score": (("memory",), "softmax"),
+    "memory_normalize": (("memory",), "time"),
+    "monotonic_noise_var": (_MONOTONIC, 4.0),
+    "monotonic_energy_bias_init": (_MONOTONIC, -4.0),
+    "mocha_chunk_size": (("mocha",), 8),
+    "waitk_lagging": (("waitk",), 3),
+    "waitk_rate": (("waitk",), 1.0),
+}
+# The same for the temperature's flags, keyed by --attention-temperature.
+TEMPERATURE_FLAGS = {
+    "sact_lambda": (("sact",), 4.0),
+    "fixed_temperature": (("fixed",), 1.0),
+}
+
+
 def base_architecture(args):
     """Defaults shared by every arch; presets in :mod:`.architectures` call this last."""
     args.attention = getattr(args, "attention", None) or "additive"
+    args.param_init = _or(getattr(args, "param_init", None), 0.1)
     args.dropout = getattr(args, "dropout", None)
     if args.dropout is None:
         args.dropout = 0.1
@@ -368,22 +430,13 @@ def base_architecture(args):
     args.decoder_dropout_out = _or(getattr(args, "decoder_dropout_out", None), args.dropout)
     args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", False)
     args.attention_dim = getattr(args, "attention_dim", None)
-    args.local_window_d = getattr(args, "local_window_d", None) or 10
-    args.flex_sigma = getattr(args, "flex_sigma", None) or 1.5
     args.flex_strength_bias = _or(getattr(args, "flex_strength_bias", None), -2.0)
-    args.memory_size = getattr(args, "memory_size", None) or 32
-    args.memory_position_encoding = bool(getattr(args, "memory_position_encoding", None) or False)
-    args.memory_encoder_score = getattr(args, "memory_encoder_score", None) or "sigmoid"
-    args.memory_decoder_score = getattr(args, "memory_decoder_score", None) or "softmax"
-    args.memory_normalize = getattr(args, "memory_normalize", None) or "time"
-    args.monotonic_noise_var = _or(getattr(args, "monotonic_noise_var", None), 4.0)
-    args.monotonic_energy_bias_init = _or(getattr(args, "monotonic_energy_bias_init", None), -4.0)
-    args.mocha_chunk_size = getattr(args, "mocha_chunk_size", None) or 8
-    args.waitk_lagging = getattr(args, "waitk_lagging", None) or 3
-    args.waitk_rate = getattr(args, "waitk_rate", None) or 1.0
+    for dest, (_, default) in MECHANISM_FLAGS.items():
+        setattr(args, dest, _or(getattr(args, dest, None), default))
+    args.memory_position_encoding = bool(args.memory_position_encoding)
     args.attention_temperature = getattr(args, "attention_temperature", None) or "none"
-    args.sact_lambda = getattr(args, "sact_lambda", None) or 4.0
-    args.fixed_temperature = getattr(args, "fixed_temperature", None) or 1.0
+    for dest, (_, default) in TEMPERATURE_FLAGS.items():
+        setattr(args, dest, _or(getattr(args, dest, None), default))
 
 
 def _or(value, default):

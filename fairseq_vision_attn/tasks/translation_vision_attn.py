@@ -26,6 +26,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
+import numpy as np
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
@@ -108,6 +109,22 @@ class TranslationVisionAttnTask(TranslationTask):
             else:
                 kwargs["required_batch_size_multiple"] = 1
         return super().get_batch_iterator(dataset, *args, **kwargs)
+
+    def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
+        """As fairseq's, but a sentence longer than the limits is one clear error, not a
+        traceback (fairseq-interactive and fairseq-generate read their input through here)."""
+        kept, too_long = dataset.filter_indices_by_size(indices, max_positions)
+        if len(too_long) > 0 and not ignore_invalid_inputs:
+            size = tuple(int(n) for n in np.atleast_1d(dataset.size(too_long[0])))
+            raise VisionAttnError(
+                f"sentence {too_long[0]} has (source, target) length {size}, over the limits "
+                f"{max_positions}: raise --max-source-positions / "
+                "--max-target-positions, or skip such sentences with "
+                "--skip-invalid-size-inputs-valid-test"
+            )
+        if len(too_long) > 0:
+            logger.warning(f"skipping {len(too_long):,} sentences over the length limits {max_positions}")
+        return kept
 
     def build_generator(self, models, args, **kwargs):
         for model in models:
