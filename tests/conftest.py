@@ -41,19 +41,7 @@ class FakeTask:
 
 
 def build_model(arch, seed=0, **overrides):
-    """Build ``arch`` with small sizes through the same path fairseq-train uses.
-
-    Mechanism flags in ``overrides`` that ``arch``'s attention does not read are dropped (the
-    model refuses them), so one call can serve a test parametrized over several archs."""
-    from fairseq_vision_attn.models.lstm_attention import MECHANISM_FLAGS
-
-    preset = argparse.Namespace(attention=overrides.get("attention"))
-    ARCH_CONFIG_REGISTRY[arch](preset)
-    overrides = {
-        key: value
-        for key, value in overrides.items()
-        if key not in MECHANISM_FLAGS or preset.attention in MECHANISM_FLAGS[key][0]
-    }
+    """Build ``arch`` with small sizes through the same path fairseq-train uses."""
     torch.manual_seed(seed)
     args = argparse.Namespace(
         arch=arch,
@@ -63,9 +51,8 @@ def build_model(arch, seed=0, **overrides):
         decoder_hidden_size=9,
         decoder_out_embed_dim=5,
         dropout=0.0,
+        local_window_d=2,
     )
-    if arch == "lstm_local" or overrides.get("attention") == "local":
-        args.local_window_d = 2
     for key, value in overrides.items():
         setattr(args, key, value)
     ARCH_CONFIG_REGISTRY[arch](args)

@@ -20,6 +20,7 @@ from fairseq_vision_attn.models.lstm_attention import (
     MECHANISM_FLAGS,
     TEMPERATURE_FLAGS,
     VisionAttnLSTMModel,
+    refuse_ignored_flags,
     validate_args,
 )
 
@@ -108,7 +109,8 @@ def test_every_model_flag_is_swept():
 
 @pytest.mark.parametrize("arch,flags,named", ALL_CASES, ids=[f"{a}:{f[0]}={f[1]}" for a, f, _ in ALL_CASES])
 def test_parsing_and_model_checks_refuse(arch, flags, named, capsys):
-    """fairseq's own argument parsing (what fairseq-train runs) plus the model's checks."""
+    """fairseq's own argument parsing (what fairseq-train runs) plus the checks the model and
+    the task run on a model built from the command line."""
     parser = options.get_training_parser()
     argv = ["data-bin", "--user-dir", "fairseq_vision_attn", "--task", "translation_vision_attn"]
     argv += ["--arch", arch, *flags]
@@ -116,6 +118,7 @@ def test_parsing_and_model_checks_refuse(arch, flags, named, capsys):
         args = options.parse_args_and_arch(parser, argv)
         ARCH_CONFIG_REGISTRY[arch](args)
         validate_args(args)
+        refuse_ignored_flags(args)
     if caught.type is SystemExit:
         assert caught.value.code == 2
         message = capsys.readouterr().err.strip().splitlines()[-1]

@@ -136,8 +136,6 @@ class VisionAttnLSTMModel(FairseqEncoderDecoderModel):
 
 def validate_args(args):
     """Cross-flag checks that argparse cannot do (single flags are checked by their types)."""
-    _refuse_foreign_flags(args, MECHANISM_FLAGS, "attention")
-    _refuse_foreign_flags(args, TEMPERATURE_FLAGS, "attention_temperature")
     for dest in ("encoder_embed_path", "decoder_embed_path"):
         path = getattr(args, dest, None)
         if path and not os.path.isfile(path):
@@ -161,12 +159,19 @@ def validate_args(args):
         )
 
 
+def refuse_ignored_flags(args):
+    """Refuse a mechanism-only flag set (to a value other than its default) on a model whose
+    attention does not read it. The task calls this for models built from the command line
+    only: a checkpoint's stored arguments are not the user's flags."""
+    _refuse_foreign_flags(args, MECHANISM_FLAGS, "attention")
+    _refuse_foreign_flags(args, TEMPERATURE_FLAGS, "attention_temperature")
+
+
 def _refuse_foreign_flags(args, flags, selector):
-    """A flag set (to a value other than its default) for a mechanism that does not read it."""
-    chosen = getattr(args, selector)
+    chosen = getattr(args, selector, None)
     for dest, (owners, default) in flags.items():
-        value = getattr(args, dest)
-        if chosen not in owners and value != default:
+        value = getattr(args, dest, None)
+        if chosen not in owners and value is not None and value != default:
             owner_names = " or ".join(f"--{selector.replace('_', '-')} {o}" for o in owners)
             raise VisionAttnError(
                 f"--{dest.replace('_', '-')} {value} has no effect here: it is read only with "

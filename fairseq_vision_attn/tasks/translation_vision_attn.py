@@ -31,6 +31,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from ..errors import VisionAttnError
+from ..models.lstm_attention import refuse_ignored_flags
 from ..simultaneous import SimultaneousGenerator, streaming_attention
 from ..stats import CorpusStats, SearchStats, forced_statistics, format_summary, write_row
 
@@ -109,6 +110,12 @@ class TranslationVisionAttnTask(TranslationTask):
             else:
                 kwargs["required_batch_size_multiple"] = 1
         return super().get_batch_iterator(dataset, *args, **kwargs)
+
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
+        if not from_checkpoint and _is_ours(model):  # flags typed by the user, not a checkpoint's
+            refuse_ignored_flags(cfg)
+        return model
 
     def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
         """As fairseq's, but a sentence longer than the limits is one clear error, not a
