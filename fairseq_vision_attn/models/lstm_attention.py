@@ -388,7 +388,7 @@ class AttentionLSTMDecoder(FairseqIncrementalDecoder):
 
 
 # Flags read by some mechanisms only: dest -> (the --attention values that read it, default).
-# A value other than the default on another mechanism is refused (validate_args), not ignored.
+# A value other than the default on another mechanism is refused (refuse_ignored_flags).
 _MONOTONIC = ("monotonic", "mocha", "milk")
 MECHANISM_FLAGS = {
     "local_window_d": (("local",), 10),
