@@ -416,14 +416,11 @@ def test_checkpoint_of_another_arch_fails_clearly(trained, toy_data_bin, tmp_pat
     assert "Traceback" not in proc.stderr
 
 
-def test_ignored_flags_are_refused_when_typed_not_when_stored(toy_data_bin, tmp_path):
-    """fairseq-train refuses --local-window-d on lstm_global; a checkpoint that stores such a
-    value (here trained with fairseq's plain translation task, which runs no such check) still
-    decodes: the check applies to the user's flags, not to a checkpoint's."""
-    flags = ["--local-window-d", "3"]
-    proc = run_cli(train_args(toy_data_bin, tmp_path / "ours", "lstm_global", *flags), cwd=REPO, check=False)
-    assert proc.returncode != 0 and "--local-window-d 3 has no effect here" in proc.stderr
-    plain = train_args(toy_data_bin, tmp_path / "plain", "lstm_global", *flags)
+def test_checkpoint_storing_an_ignored_flag_still_loads(toy_data_bin, tmp_path):
+    """fairseq-train refuses --local-window-d on lstm_global (test_flag_sweep.py); a checkpoint
+    that stores such a value (here trained with fairseq's plain translation task, which runs no
+    such check) still decodes: the check applies to the user's flags, not to a checkpoint's."""
+    plain = train_args(toy_data_bin, tmp_path / "plain", "lstm_global", "--local-window-d", "3")
     plain[plain.index("translation_vision_attn")] = "translation"
     run_cli(plain, cwd=REPO)
     out = run_cli(generate_args(toy_data_bin, tmp_path / "plain" / "checkpoint_best.pt"), cwd=REPO)
