@@ -11,7 +11,9 @@
 #   $OUT/attention/            MILk's attention with its hard head for sentences PLOT_IDS (Figs. 4-5)
 # Latency is in BPE tokens with EOS on both sides (README, "Lengths in the latency metrics").
 # Environment: EPOCHS (8), WAITK ("1 3 5 7"), LAMBDAS ("0 0.1 0.3 1"), BASELINE_LAMBDAS ("")
-# e.g. "0.3", MOCHA_CHUNK (4), NOISE (4), PLOT_IDS ("0 1 2"), THREADS (2).
+# e.g. "0.3", MOCHA_CHUNK (4), NOISE (4), PLOT_IDS ("0 1 2"), THREADS (2), TEST_WAITK ("") e.g.
+# "1 2 5 7": also decode the wait-k model trained with k = TEST_WAITK_FROM (3) at each of these
+# k (--test-waitk-lagging; rows waitk3test_kK).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${1:-outputs/simultaneous}
@@ -48,17 +50,26 @@ for lambda in $BASELINE_LAMBDAS; do
 done
 
 specs=()
+decode() {  # NAME DIR [extra fairseq-generate flags]: greedy, as the paper decodes its streaming
+  # models; streaming checkpoints go through the simultaneous generator and write delays and AL/AP/DAL
+  local name=$1 ckpt=$2/checkpoints/checkpoint_best.pt; shift 2
+  local res=$OUT/$name
+  mkdir -p "$res"
+  fairseq-generate "$BIN" --user-dir fairseq_vision_attn --task translation_vision_attn \
+    --path "$ckpt" --gen-subset test --beam 1 --batch-size 64 --cpu \
+    --remove-bpe --tokenizer moses --source-lang de --target-lang en \
+    --max-len-a 1.5 --max-len-b 10 --stats-output "$res/stats.jsonl" "$@" \
+    > "$res/generate.txt" 2> "$res/generate.log" || { tail -n 20 "$res/generate.log" >&2; exit 1; }
+  specs+=("$name=$res/generate.txt:$res/stats.jsonl")
+}
 for dir in "$OUT"/offline_* "$OUT"/waitk_* "$OUT"/milk_* "$OUT"/mocha_* "$OUT"/monotonic_*; do
   [ -f "$dir/checkpoints/checkpoint_best.pt" ] || continue
-  name=$(basename "$dir")
-  # greedy for every system (the paper decodes its streaming models greedily); streaming
-  # checkpoints go through the simultaneous generator and write delays and AL/AP/DAL
-  fairseq-generate "$BIN" --user-dir fairseq_vision_attn --task translation_vision_attn \
-    --path "$dir/checkpoints/checkpoint_best.pt" --gen-subset test --beam 1 --batch-size 64 --cpu \
-    --remove-bpe --tokenizer moses --source-lang de --target-lang en \
-    --max-len-a 1.5 --max-len-b 10 --stats-output "$dir/stats.jsonl" \
-    > "$dir/generate.txt" 2> "$dir/generate.log" || { tail -n 20 "$dir/generate.log" >&2; exit 1; }
-  specs+=("$name=$dir/generate.txt:$dir/stats.jsonl")
+  decode "$(basename "$dir")" "$dir"
+done
+from=${TEST_WAITK_FROM:-3}
+for k in ${TEST_WAITK:-}; do
+  [ -f "$OUT/waitk_$from/checkpoints/checkpoint_best.pt" ] || { echo "TEST_WAITK: no $OUT/waitk_$from" >&2; exit 1; }
+  decode "waitk${from}test_k$k" "$OUT/waitk_$from" --test-waitk-lagging "$k"
 done
 python -m fairseq_vision_attn.report "${specs[@]}" --tokenize 13a | tee "$OUT/latency_table.tsv"
 python -m fairseq_vision_attn.plots latency --points "$OUT/latency_table.tsv" --out "$OUT/latency_quality.png" \
