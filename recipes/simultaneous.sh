@@ -13,19 +13,30 @@
 # Environment: EPOCHS (8), WAITK ("1 3 5 7"), LAMBDAS ("0 0.1 0.3 1"), BASELINE_LAMBDAS ("")
 # e.g. "0.3", MOCHA_CHUNK (4), NOISE (4), PLOT_IDS ("0 1 2"), THREADS (2), TEST_WAITK ("") e.g.
 # "1 2 5 7": also decode the wait-k model trained with k = TEST_WAITK_FROM (3) at each of these
-# k (--test-waitk-lagging; rows waitk3test_kK).
+# k (--test-waitk-lagging; rows waitk3test_kK). WAITK="" or LAMBDAS="" trains none of that kind.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${1:-outputs/simultaneous}
 DATA=${2:-../shared/data/multi30k_de_en}
 EPOCHS=${EPOCHS:-8}
-WAITK=${WAITK:-"1 3 5 7"}
-LAMBDAS=${LAMBDAS:-"0 0.1 0.3 1"}
+WAITK=${WAITK-"1 3 5 7"}
+LAMBDAS=${LAMBDAS-"0 0.1 0.3 1"}
 BASELINE_LAMBDAS=${BASELINE_LAMBDAS:-""}
 MOCHA_CHUNK=${MOCHA_CHUNK:-4}
 NOISE=${NOISE:-4}
 PLOT_IDS=${PLOT_IDS:-"0 1 2"}
+TEST_WAITK=${TEST_WAITK:-}
+TEST_WAITK_FROM=${TEST_WAITK_FROM:-3}
 export OMP_NUM_THREADS=${THREADS:-2} EPOCHS
+# checked before hours of training, not after
+for k in $TEST_WAITK $TEST_WAITK_FROM; do
+  [[ $k =~ ^[1-9][0-9]*$ ]] || { echo "TEST_WAITK / TEST_WAITK_FROM: '$k' is not a positive integer" >&2; exit 2; }
+done
+if [ -n "$TEST_WAITK" ] && [[ " $WAITK " != *" $TEST_WAITK_FROM "* ]] \
+    && [ ! -f "$OUT/waitk_$TEST_WAITK_FROM/checkpoints/checkpoint_best.pt" ]; then
+  echo "TEST_WAITK_FROM=$TEST_WAITK_FROM: WAITK=\"$WAITK\" trains no wait-k model with k = $TEST_WAITK_FROM and $OUT has none" >&2
+  exit 2
+fi
 BIN=$OUT/data-bin
 mkdir -p "$OUT"
 [ -f "$BIN/dict.de.txt" ] || bash recipes/prepare_data.sh deen "$DATA" "$OUT"
@@ -66,17 +77,16 @@ for dir in "$OUT"/offline_* "$OUT"/waitk_* "$OUT"/milk_* "$OUT"/mocha_* "$OUT"/m
   [ -f "$dir/checkpoints/checkpoint_best.pt" ] || continue
   decode "$(basename "$dir")" "$dir"
 done
-from=${TEST_WAITK_FROM:-3}
-for k in ${TEST_WAITK:-}; do
-  [ -f "$OUT/waitk_$from/checkpoints/checkpoint_best.pt" ] || { echo "TEST_WAITK: no $OUT/waitk_$from" >&2; exit 1; }
-  decode "waitk${from}test_k$k" "$OUT/waitk_$from" --test-waitk-lagging "$k"
+for k in $TEST_WAITK; do
+  decode "waitk${TEST_WAITK_FROM}test_k$k" "$OUT/waitk_$TEST_WAITK_FROM" --test-waitk-lagging "$k"
 done
 python -m fairseq_vision_attn.report "${specs[@]}" --tokenize 13a | tee "$OUT/latency_table.tsv"
 python -m fairseq_vision_attn.plots latency --points "$OUT/latency_table.tsv" --out "$OUT/latency_quality.png" \
   --title "multi30k De-En test: BLEU against latency (BPE tokens)"
-milk=$(ls -d "$OUT"/milk_* 2>/dev/null | sort -t_ -k2 -g | sed -n 2p)
-[ -n "$milk" ] || milk=$(ls -d "$OUT"/milk_* | head -n 1)
-# shellcheck disable=SC2086
-python -m fairseq_vision_attn.plots streaming-attention --path "$milk/checkpoints/checkpoint_best.pt" \
-  --data-bin "$BIN" --subset test --ids $PLOT_IDS --out-dir "$OUT/attention"
+milk=$(find "$OUT" -maxdepth 3 -path "$OUT/milk_*/checkpoints/checkpoint_best.pt" | sort -V | sed -n '1,2p' | tail -n 1)
+if [ -n "$milk" ]; then  # the second-lowest lambda (or the only one)
+  # shellcheck disable=SC2086
+  python -m fairseq_vision_attn.plots streaming-attention --path "$milk" \
+    --data-bin "$BIN" --subset test --ids $PLOT_IDS --out-dir "$OUT/attention"
+fi
 echo "table: $OUT/latency_table.tsv  plot: $OUT/latency_quality.png  attention: $OUT/attention/"
