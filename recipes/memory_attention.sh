@@ -9,24 +9,38 @@
 # Stage "real": on small_parallel_enja (REAL_DATA_DIR), lstm_memory K=32/64 with and without
 # position encodings against lstm_global ($OUT/memory_real.tsv).
 # Environment: STAGES ("toy real"), LENGTHS ("10 50 100"; the paper adds 200), SIZES ("1 4 16 32 64"),
-# NORM_K (16), TRAIN (20000; paper 100000), VALID (1000), EPOCHS (10), DIM (128), LAYERS (1; paper
-# 2x256), BEAM (10), CURVE_LENGTH (50), ALIGN_K (16: the K of the heatmaps), REAL_EPOCHS (8).
+# NORM_K (16; empty: no slots-normalised system), BASELINES ("noattn global"), TRAIN (20000; paper
+# 100000), VALID (1000), EPOCHS (10), BATCH (16; paper 128), LR (0.001; paper 0.0001), DIM (128),
+# LAYERS (1; paper 2x256), BEAM (10), CURVE_LENGTH (50), ALIGN_K (16: the K of the heatmaps),
+# ALIGN_IDS ("0 1 2": validation sentences drawn), REAL_EPOCHS (8).
+# The toy models are update-bound on a CPU: a batch of 16 gives 8x the paper's updates per epoch
+# for about twice the time per epoch (README, toy copy section).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${1:-outputs/memory}
 REAL_DATA=${2:-../shared/data/small_parallel_enja}
 STAGES=${STAGES:-"toy real"}
-LENGTHS=${LENGTHS:-"10 50 100"}
-SIZES=${SIZES:-"1 4 16 32 64"}
-NORM_K=${NORM_K:-16}
+LENGTHS=${LENGTHS-"10 50 100"}
+SIZES=${SIZES-"1 4 16 32 64"}
+NORM_K=${NORM_K-16}
+BASELINES=${BASELINES-"noattn global"}
 TRAIN=${TRAIN:-20000}
 VALID=${VALID:-1000}
 EPOCHS=${EPOCHS:-10}
+BATCH=${BATCH:-16}
+LR=${LR:-0.001}
 DIM=${DIM:-128}
 LAYERS=${LAYERS:-1}
 BEAM=${BEAM:-10}
 CURVE_LENGTH=${CURVE_LENGTH:-50}
 ALIGN_K=${ALIGN_K:-16}
+ALIGN_IDS=${ALIGN_IDS:-"0 1 2"}
+for b in $BASELINES; do
+  [[ $b == noattn || $b == global ]] || { echo "BASELINES: '$b' is not one of: noattn, global" >&2; exit 2; }
+done
+for k in $SIZES $NORM_K; do
+  [[ $k =~ ^[1-9][0-9]*$ ]] || { echo "SIZES / NORM_K: '$k' is not a positive integer (the memory size K)" >&2; exit 2; }
+done
 mkdir -p "$OUT"
 
 # train_toy BIN DIR ARCH [flags...]
@@ -37,8 +51,8 @@ train_toy() {
   fairseq-train "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn --arch "$arch" \
     --encoder-embed-dim "$DIM" --encoder-hidden-size "$DIM" --encoder-layers "$LAYERS" \
     --decoder-embed-dim "$DIM" --decoder-hidden-size "$DIM" --decoder-layers "$LAYERS" \
-    --decoder-out-embed-dim "$DIM" --dropout 0.2 --optimizer adam --lr 0.001 --clip-norm 3 \
-    --batch-size 128 --max-tokens 12000 --max-epoch "$EPOCHS" --criterion cross_entropy --cpu \
+    --decoder-out-embed-dim "$DIM" --dropout 0.2 --optimizer adam --lr "$LR" --clip-norm 3 \
+    --batch-size "$BATCH" --max-tokens 12000 --max-epoch "$EPOCHS" --criterion cross_entropy --cpu \
     --num-workers 0 --seed 1 --save-dir "$dir" --no-epoch-checkpoints --log-format simple \
     --log-interval 100 --max-source-positions 1024 --max-target-positions 1024 \
     --eval-bleu --eval-bleu-detok space --eval-bleu-args '{"beam": 1}' --best-checkpoint-metric bleu \
@@ -70,9 +84,10 @@ if [[ " $STAGES " == *" toy "* ]]; then
         --validpref "$d/raw/valid" --testpref "$d/raw/test" --destdir "$d/data-bin" \
         --joined-dictionary --workers 2 > "$d/preprocess.log" 2>&1
     fi
-    systems=("lstm_noattn:noattn:" "lstm_global:global:")
+    systems=()
+    for b in $BASELINES; do systems+=("lstm_$b:$b:"); done
     for k in $SIZES; do systems+=("lstm_memory:memory_K$k:--memory-size $k"); done
-    systems+=("lstm_memory:memory_K${NORM_K}_slots:--memory-size $NORM_K --memory-normalize slots")
+    [ -z "$NORM_K" ] || systems+=("lstm_memory:memory_K${NORM_K}_slots:--memory-size $NORM_K --memory-normalize slots")
     for spec in "${systems[@]}"; do
       IFS=: read -r arch name flags <<< "$spec"
       # shellcheck disable=SC2086
@@ -91,7 +106,7 @@ if [[ " $STAGES " == *" toy "* ]]; then
     python -m fairseq_vision_attn.plots curves --logs "${curves[@]}" --out "$OUT/memory_fig3a.png" \
       --title "copy task, length <= $CURVE_LENGTH: validation BLEU (greedy) per epoch"
     python -m fairseq_vision_attn.plots memory-alignment --path "$c/memory_K$ALIGN_K/checkpoint_best.pt" \
-      --data-bin "$c/data-bin" --ids 0 1 2 --out-dir "$OUT/alignments"
+      --data-bin "$c/data-bin" --ids $ALIGN_IDS --out-dir "$OUT/alignments"
   fi
 fi
 

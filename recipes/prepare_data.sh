@@ -8,6 +8,10 @@ set -euo pipefail
 corpus=${1:?"usage: prepare_data.sh enja|deen DATA_DIR OUT_DIR"}
 data=${2:?DATA_DIR}
 out=${3:?OUT_DIR}
+case "$corpus" in
+  enja | deen) ;;
+  *) echo "unknown corpus '$corpus'; valid choices: enja, deen" >&2; exit 2 ;;
+esac
 mkdir -p "$out"
 
 download() {
@@ -52,6 +56,5 @@ case "$corpus" in
       --validpref "$out/tok/val.bpe" --testpref "$out/tok/test_2016_flickr.bpe" \
       --joined-dictionary --destdir "$out/data-bin" --workers 2 > "$out/preprocess.log"
     ;;
-  *) echo "unknown corpus '$corpus'; valid choices: enja, deen" >&2; exit 2 ;;
 esac
 echo "binarized $corpus into $out/data-bin"
