@@ -8,13 +8,13 @@
 # for L=CURVE_LENGTH ($OUT/memory_fig3a.png); alpha.beta heatmaps for a few validation sentences.
 # Stage "real": on small_parallel_enja (REAL_DATA_DIR), lstm_memory K=32/64 with and without
 # position encodings against lstm_global ($OUT/memory_real.tsv).
-# Environment: STAGES ("toy real"), LENGTHS ("10 50 100"; the paper adds 200), SIZES ("1 4 16 32 64"),
-# NORM_K (16; empty: no slots-normalised system), BASELINES ("noattn global"), TRAIN (20000; paper
-# 100000), VALID (1000), EPOCHS (10), BATCH (16; paper 128), LR (0.001; paper 0.0001),
-# PARAM_INIT (0.1, --param-init of every run; 0 = PyTorch's defaults, which the README's length-10/50
-# rows and En-Ja table used), DIM (128),
-# LAYERS (1; paper 2x256), BEAM (10), CURVE_LENGTH (50), ALIGN_K (16: the K of the heatmaps),
-# ALIGN_IDS ("0 1 2": validation sentences drawn), REAL_EPOCHS (8).
+# Environment: STAGES ("toy real"), LENGTHS ("10 50 100"; the paper adds 200), SIZES ("1 4 16 32
+# 64"), NORM_K (16; empty: no slots-normalised system), BASELINES ("noattn global"), TRAIN (20000;
+# paper 100000), VALID (1000), EPOCHS (10), BATCH (16; paper 128), LR (0.001; paper 0.0001),
+# PARAM_INIT (0.1, --param-init of every run; 0 = PyTorch's defaults, which the README's
+# length-10/50 rows and En-Ja table used), DIM (128), LAYERS (1; paper 2x256), BEAM (10),
+# CURVE_LENGTH (50), ALIGN_K (16: the K of the heatmaps), ALIGN_IDS ("0 1 2": validation sentences
+# drawn), REAL_EPOCHS (8). Empty LENGTHS, SIZES, NORM_K or BASELINES mean none.
 # On a CPU a batch of 16 learns the copy task much faster per second than the paper's 128: 8x the
 # updates per epoch for 1.7x the time per epoch (README, toy copy section).
 set -euo pipefail
@@ -54,8 +54,9 @@ train_toy() {
   fairseq-train "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn --arch "$arch" \
     --encoder-embed-dim "$DIM" --encoder-hidden-size "$DIM" --encoder-layers "$LAYERS" \
     --decoder-embed-dim "$DIM" --decoder-hidden-size "$DIM" --decoder-layers "$LAYERS" \
-    --decoder-out-embed-dim "$DIM" --dropout 0.2 --optimizer adam --lr "$LR" --clip-norm 3 --param-init "$PARAM_INIT" \
-    --batch-size "$BATCH" --max-tokens 12000 --max-epoch "$EPOCHS" --criterion cross_entropy --cpu \
+    --decoder-out-embed-dim "$DIM" --dropout 0.2 --optimizer adam --lr "$LR" --clip-norm 3 \
+    --param-init "$PARAM_INIT" --batch-size "$BATCH" --max-tokens 12000 --max-epoch "$EPOCHS" \
+    --criterion cross_entropy --cpu \
     --num-workers 0 --seed 1 --save-dir "$dir" --no-epoch-checkpoints --log-format simple \
     --log-interval 100 --max-source-positions 1024 --max-target-positions 1024 \
     --eval-bleu --eval-bleu-detok space --eval-bleu-args '{"beam": 1}' --best-checkpoint-metric bleu \
@@ -119,7 +120,8 @@ if [[ " $STAGES " == *" real "* ]]; then
   export EPOCHS=${REAL_EPOCHS:-8}
   bash recipes/train.sh lstm_global "$BIN" "$OUT/real/lstm_global" --param-init "$PARAM_INIT"
   for k in 32 64; do
-    bash recipes/train.sh lstm_memory "$BIN" "$OUT/real/memory_K$k" --memory-size "$k" --param-init "$PARAM_INIT"
+    bash recipes/train.sh lstm_memory "$BIN" "$OUT/real/memory_K$k" --memory-size "$k" \
+      --param-init "$PARAM_INIT"
     bash recipes/train.sh lstm_memory "$BIN" "$OUT/real/memory_K${k}_pe" --memory-size "$k" \
       --memory-position-encoding --param-init "$PARAM_INIT"
   done
