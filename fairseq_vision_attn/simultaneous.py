@@ -16,6 +16,10 @@ mechanism's context is masked to positions <= g_i. ``tests/test_simultaneous.py`
 consequence on every arch: the tokens and delays written before reading position j do not
 change when the source after j is replaced.
 
+**Statistics.** Each hypothesis carries ``step_statistics``: every per-step statistic of the
+attention (delays, window sizes ...) as the search computed it for the written token, so
+``--stats-output`` needs no second decoding pass.
+
 **Batches.** All sentences advance in lock step, one target token per step, each with its
 own head; finished sentences leave the batch (the incremental state is index-selected), so a
 batch costs about as many decoder steps as its longest output. ``--beam`` > 1 is ignored with
@@ -24,11 +28,13 @@ a warning: decoding is greedy, as in the paper.
 
 import logging
 import math
+from collections import defaultdict
 from typing import Dict, List
 
 import torch
 
 from .latency import latency_scores
+from .stats import list_name
 
 logger = logging.getLogger(__name__)
 
@@ -76,6 +82,7 @@ class SimultaneousGenerator:
         tokens: List[List[int]] = [[] for _ in range(batch)]
         scores: List[List[float]] = [[] for _ in range(batch)]
         delays: List[List[float]] = [[] for _ in range(batch)]
+        statistics: List[Dict[str, List[float]]] = [defaultdict(list) for _ in range(batch)]
         step = 0
         while active.numel() > 0:
             logits, extra = model.decoder(last, encoder_out=encoder_out, incremental_state=state)
@@ -89,12 +96,19 @@ class SimultaneousGenerator:
             )
             best_score, best = lprobs.max(dim=-1)
             step_delays = extra["attention_extras"]["delay"][:, -1]
-            for row, token, score, delay in zip(
-                active.tolist(), best.tolist(), best_score.tolist(), step_delays.tolist()
+            step_stats = {  # every per-step statistic of the written token (delays, windows ...)
+                list_name(key): value[:, -1].float().tolist()
+                for key, value in extra["attention_extras"].items()
+                if value.dim() == 2
+            }
+            for i, (row, token, score, delay) in enumerate(
+                zip(active.tolist(), best.tolist(), best_score.tolist(), step_delays.tolist())
             ):
                 tokens[row].append(token)
                 scores[row].append(score)
                 delays[row].append(delay)
+                for name, values in step_stats.items():
+                    statistics[row][name].append(round(values[i], 4))
             step += 1
             keep = best.ne(self.eos)
             if not bool(keep.all()):
@@ -120,6 +134,7 @@ class SimultaneousGenerator:
                         "attention": None,
                         "alignment": None,
                         "delays": delays[i],
+                        "step_statistics": dict(statistics[i]),
                         "latency": latency_scores(delays[i], src_len),
                     }
                 ]

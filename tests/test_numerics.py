@@ -57,3 +57,26 @@ def test_monotonic_head_with_saturated_energies(arch, energy, dtype):
     delays = extra["attention_extras"]["delay"]
     expected = torch.tensor([[1.0] * 4, [1.0] * 4]) if energy > 0 else torch.tensor([[300.0] * 4, [4.0] * 4])
     assert torch.equal(delays.float(), expected)
+
+
+def _decode_stats(model, src, lengths, prev, bf16):
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        _, extra = model(src, lengths, prev)
+    return extra["attn"][0], extra["attention_extras"]
+
+
+@pytest.mark.parametrize("length", [600, 1000])
+@pytest.mark.parametrize("arch", ARCHS)
+def test_bf16_autocast_attends_where_float32_does_on_long_sources(arch, length):
+    """bf16 holds integers exactly only up to 256: positions, penalties, foci and delays must be
+    computed in float32 (issue 16), so bf16 autocast moves no weight and no focus."""
+    model = build_model(arch, monotonic_noise_var=0.0)
+    src, lengths, prev = random_batch(model, [length], tgt_len=5, seed=4)
+    weights32, extras32 = _decode_stats(model, src, lengths, prev, bf16=False)
+    weights16, extras16 = _decode_stats(model, src, lengths, prev, bf16=True)
+    if weights32 is not None:
+        assert (weights16.float() - weights32).abs().max() < 0.02
+    for key in ("focus", "delay", "window_start"):
+        if key in extras32:
+            assert extras16[key].dtype in (torch.float32, torch.float64), key
+            assert (extras16[key] - extras32[key]).abs().max() < 0.05, key

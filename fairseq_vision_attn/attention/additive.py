@@ -13,7 +13,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import positive_int
-from .base import Attention, AttentionStep, masked_softmax, source_lengths
+from .base import Attention, AttentionStep, masked_softmax, position_dtype, source_lengths
 from .registry import register_attention
 
 
@@ -57,7 +57,7 @@ class AdditiveAttentionBase(Attention):
             "values": keys_in,  # batch x src_len x key_dim
             "keys": self.scorer.keys(keys_in),  # batch x src_len x attn_dim
             "src_pad": src_pad,  # batch x src_len
-            "src_len": source_lengths(src_pad).to(keys_in.dtype),  # batch
+            "src_len": source_lengths(src_pad).to(position_dtype(keys_in)),  # batch (bf16 rounds 257...)
         }
 
 

@@ -120,6 +120,17 @@ class Attention(nn.Module, metaclass=abc.ABCMeta):
         """
 
 
+def at_least_float32(x: Tensor) -> Tensor:
+    """x in float32, or as it is if already float32/float64 (half precision rounds positions
+    above 256 and loses cumulative sums)."""
+    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+
+
+def position_dtype(x: Tensor) -> torch.dtype:
+    """The dtype for positions and lengths next to ``x``: float64 beside float64, else float32."""
+    return torch.float64 if x.dtype == torch.float64 else torch.float32
+
+
 def masked_softmax(scores: Tensor, src_pad: Tensor) -> Tensor:
     """Softmax over the last dim with padding (True) forced to weight 0.
 

@@ -30,6 +30,14 @@ Positions are 1-indexed, s = 1..S. Choices where the paper is silent:
   first scored position (1-indexed), so the scored span of a step is drawn as Fig. 1b.
 
 With tau = infinity the computation is exactly that of the untruncated model (no gather).
+When the window of every hypothesis covers most of the sentence (more than
+:data:`FULL_PATH_FRACTION` of the padded source), gathering costs more than it saves: the step
+then scores every position and gives weight 0 outside each window, which is the same
+computation's result (a softmax over the window) at a lower cost.
+
+**Precision.** Positions, the penalty, the weights and the focus are computed in float32 at
+least, also under bf16/fp16: bf16 holds integers exactly only up to 256 (497, 499, 501 ... are
+rounded), so a half-precision focus or penalty would sit at the wrong position on long sources.
 """
 
 import math
@@ -37,11 +45,15 @@ import math
 import torch
 from torch import nn
 
-from ..errors import positive_float
+from ..errors import finite_float, positive_float
 from .additive import AdditiveAttentionBase, attention_dim
-from .base import AttentionStep, masked_softmax
+from .base import AttentionStep, at_least_float32, masked_softmax
 from .registry import register_attention
 from .window import gather_rows, scatter_rows, window_indices
+
+#: above this share of the padded source, a finite threshold scores every position and masks
+#: (benchmarks/bench_flexible_speed.py: the gather costs more than the saved scores there)
+FULL_PATH_FRACTION = 0.5
 
 
 @register_attention("flexible")
@@ -68,6 +80,13 @@ class FlexibleAttention(AdditiveAttentionBase):
             metavar="SIGMA",
             help="flexible attention's penalty width sigma (Shu & Nakayama: 1.5)",
         )
+        parser.add_argument(
+            "--flex-strength-bias",
+            type=finite_float,
+            metavar="B",
+            help="flexible attention: initial value of the strength bias b_g of Eq. 8 "
+            "(default -2, g about 0.12: the model starts close to global attention)",
+        )
 
     def init_state(self, cache):
         # p_0 = 1, and no previous focus yet: has_focus = 0 switches the first penalty off
@@ -79,8 +98,8 @@ class FlexibleAttention(AdditiveAttentionBase):
         return torch.sigmoid(self.strength_v(hidden)).squeeze(-1)
 
     def step(self, query, cache, state, prev_embed, temperature=None):
-        g = self.strength(query, prev_embed) * state["has_focus"]  # effective g(t), batch
-        prev_focus = state["focus"]  # batch
+        g = at_least_float32(self.strength(query, prev_embed)) * state["has_focus"]  # effective g(t), batch
+        prev_focus = state["focus"]  # batch, float32
         tau = self.span_threshold
         if self.training or math.isinf(tau):
             out = self._full(query, cache, g, prev_focus, temperature)
@@ -96,17 +115,19 @@ class FlexibleAttention(AdditiveAttentionBase):
         return g.unsqueeze(1) * (positions - prev_focus.unsqueeze(1)) ** 2 / (2 * self.sigma**2)
 
     def _content_scores(self, query, keys, temperature):
-        scores = self.scorer.scores(query, keys)  # batch x n
-        return scores if temperature is None else scores / temperature.unsqueeze(1)
+        scores = at_least_float32(self.scorer.scores(query, keys))  # batch x n (module docstring)
+        return scores if temperature is None else scores / at_least_float32(temperature).unsqueeze(1)
 
-    def _full(self, query, cache, g, prev_focus, temperature=None):
-        """Score every position (training, tau = infinity)."""
+    def _full(self, query, cache, g, prev_focus, temperature=None, outside=None):
+        """Score every position (training, tau = infinity); ``outside`` (batch x src_len, True
+        outside each hypothesis's window) gets weight 0, as if it had not been scored."""
         keys = cache["keys"]  # batch x src_len x attn_dim
-        positions = torch.arange(1, keys.size(1) + 1, device=keys.device, dtype=keys.dtype)
+        positions = torch.arange(1, keys.size(1) + 1, device=keys.device, dtype=g.dtype)
         positions = positions.unsqueeze(0).expand(keys.size(0), -1)  # batch x src_len
         scores = self._content_scores(query, keys, temperature) - self.penalty(g, prev_focus, positions)
-        weights = masked_softmax(scores, cache["src_pad"])  # batch x src_len
-        context = torch.bmm(weights.unsqueeze(1), cache["values"]).squeeze(1)  # batch x key_dim
+        excluded = cache["src_pad"] if outside is None else cache["src_pad"] | outside
+        weights = masked_softmax(scores, excluded)  # batch x src_len, float32
+        context = _weighted_sum(weights, cache["values"])  # batch x key_dim
         focus = (weights * positions).sum(-1)  # p_t (Eq. 4), batch
         return context, weights, focus, torch.ones_like(g), cache["src_len"]
 
@@ -114,12 +135,17 @@ class FlexibleAttention(AdditiveAttentionBase):
         """Gather the positions with penalty < tau and compute everything on them alone."""
         start, width = self.window(g, prev_focus, cache["src_len"], tau)
         max_len = cache["keys"].size(1)
+        if int(width.max()) > FULL_PATH_FRACTION * max_len:  # the gather would cost more than it saves
+            positions = torch.arange(1, max_len + 1, device=start.device).unsqueeze(0)  # 1 x src_len
+            outside = (positions < start.unsqueeze(1)) | (positions >= (start + width).unsqueeze(1))
+            context, weights, focus, _, _ = self._full(query, cache, g, prev_focus, temperature, outside)
+            return context, weights, focus, start.to(g.dtype), width.to(g.dtype)
         index, valid = window_indices(start, width, max_len)  # batch x W
         positions = (index + 1).to(g.dtype)  # batch x W
         scores = self._content_scores(query, gather_rows(cache["keys"], index), temperature)  # batch x W
         scores = scores - self.penalty(g, prev_focus, positions)
         soft = masked_softmax(scores, ~valid)  # batch x W (zero outside each row's window)
-        context = torch.bmm(soft.unsqueeze(1), gather_rows(cache["values"], index)).squeeze(1)
+        context = _weighted_sum(soft, gather_rows(cache["values"], index))  # batch x key_dim
         focus = (soft * positions).sum(-1)  # p_t over the window, batch
         weights = scatter_rows(soft, index, valid, max_len)  # batch x src_len, for attn outputs
         return context, weights, focus, start.to(g.dtype), width.to(g.dtype)
@@ -141,3 +167,8 @@ class FlexibleAttention(AdditiveAttentionBase):
         lo = torch.where(empty, nearest, lo)
         hi = torch.where(empty, nearest, hi)
         return lo.long(), (hi - lo + 1).long()
+
+
+def _weighted_sum(weights, values):
+    """weights: batch x n (float32 or 64), values: batch x n x dim -> batch x dim (values' dtype)."""
+    return torch.bmm(weights.unsqueeze(1).to(values.dtype), values).squeeze(1)

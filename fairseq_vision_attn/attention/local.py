@@ -18,10 +18,11 @@ Only the window's keys are gathered and scored (``batch x (2D+1)``), never the w
 """
 
 import torch
+import torch.nn.functional as F
 
 from ..errors import positive_int
 from .additive import AdditiveAttentionBase, attention_dim
-from .base import AttentionStep, masked_softmax
+from .base import AttentionStep, masked_softmax, position_dtype
 from .registry import register_attention
 from .window import gather_rows, scatter_rows, window_indices
 
@@ -48,11 +49,18 @@ class LocalAttention(AdditiveAttentionBase):
             help="local-p half window D: 2D+1 positions, sigma = D/2 (Shu & Nakayama use D = 10)",
         )
 
+    def focus_gate(self, query):
+        """sigmoid(v_p^T tanh(W_p h)) of Shu Eq. 10 (batch), in float32 at least: in bf16 the
+        gate has 8 significant bits, so p_t = S * gate would be off by S / 256 positions."""
+        dtype = position_dtype(query)
+        with torch.autocast(query.device.type, enabled=False):
+            hidden = torch.tanh(F.linear(query.to(dtype), self.position_proj.weight.to(dtype)))
+            return torch.sigmoid(F.linear(hidden, self.position_v.weight.to(dtype))).squeeze(-1)
+
     def step(self, query, cache, state, prev_embed, temperature=None):
         src_len = cache["src_len"]  # batch
         max_len = cache["keys"].size(1)
-        gate = torch.sigmoid(self.position_v(torch.tanh(self.position_proj(query)))).squeeze(-1)
-        focus = src_len * gate  # batch, p_t in (0, S)
+        focus = src_len * self.focus_gate(query)  # batch, p_t in (0, S), float32 at least
 
         centre = focus.detach().round().long().clamp(min=1)  # batch
         start = (centre - self.window_d).clamp(min=1)
@@ -66,7 +74,8 @@ class LocalAttention(AdditiveAttentionBase):
         soft = masked_softmax(scores, ~valid)  # batch x W
         distance = (index + 1).to(focus.dtype) - focus.unsqueeze(1)  # batch x W
         gauss = torch.exp(-(distance**2) / (2 * self.sigma**2))
-        weights = scatter_rows(soft * gauss, index, valid, max_len)  # batch x src_len
-        context = torch.bmm(weights.unsqueeze(1), cache["values"]).squeeze(1)  # batch x key_dim
-        extras = {"window_size": width.to(query.dtype), "window_start": start.to(query.dtype), "focus": focus}
+        weights = scatter_rows(soft.to(gauss.dtype) * gauss, index, valid, max_len)  # batch x src_len
+        values = cache["values"]
+        context = torch.bmm(weights.unsqueeze(1).to(values.dtype), values).squeeze(1)  # batch x key_dim
+        extras = {"window_size": width.to(focus.dtype), "window_start": start.to(focus.dtype), "focus": focus}
         return AttentionStep(context, weights, state, extras)

@@ -47,7 +47,7 @@ from ..monotonic import (
     monotonic_alignment_step,
 )
 from .additive import AdditiveScorer, attention_dim
-from .base import Attention, AttentionStep, masked_softmax, source_lengths
+from .base import Attention, AttentionStep, masked_softmax, position_dtype, source_lengths
 from .registry import register_attention
 
 
@@ -173,12 +173,12 @@ class MonotonicAttentionBase(Attention):
             head, starved = self.advance_head(query, cache, state["head"])
             weights = self.hard_weights(query, cache, head)
             new_state = {"head": head}
-            delay = (head + 1).to(values.dtype)
-        weights = weights.to(values.dtype)
-        context = torch.bmm(weights.unsqueeze(1), values).squeeze(1)  # batch x key_dim
-        extras = {"delay": delay.to(values.dtype)}
+            delay = (head + 1).to(position_dtype(values))
+        context = torch.bmm(weights.unsqueeze(1).to(values.dtype), values).squeeze(1)  # batch x key_dim
+        # positions in float32 whatever the model's dtype: bf16 rounds 257, 259 ...
+        extras = {"delay": delay.to(position_dtype(values))}
         if "head" in new_state:  # source positions the test-time context is spread over
-            extras["window_size"] = self.hard_window(delay).to(values.dtype)
+            extras["window_size"] = self.hard_window(extras["delay"])
             if "finished" in cache:  # streaming input: rows that must READ before writing
                 extras["needs_source"] = starved
         return AttentionStep(context, weights, new_state, extras)

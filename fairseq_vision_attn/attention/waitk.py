@@ -15,7 +15,7 @@ import torch
 
 from ..errors import positive_float, positive_int
 from .additive import AdditiveAttentionBase
-from .base import AttentionStep, masked_softmax, source_lengths
+from .base import AttentionStep, masked_softmax, position_dtype, source_lengths
 from .registry import register_attention
 
 
@@ -69,7 +69,8 @@ class WaitkAttention(AdditiveAttentionBase):
         scores = self.scorer.scores(query, cache["keys"])  # batch x src_len
         weights = masked_softmax(scores, cache["src_pad"] | unread).to(cache["values"].dtype)
         context = torch.bmm(weights.unsqueeze(1), cache["values"]).squeeze(1)
-        extras = {"delay": delay.to(cache["values"].dtype), "window_size": delay.to(cache["values"].dtype)}
+        as_float = delay.to(position_dtype(cache["values"]))  # float32 at least: bf16 rounds 257 ...
+        extras = {"delay": as_float, "window_size": as_float}
         if "finished" in cache:  # streaming input: the schedule wants tokens not read yet
             wanted = waitk_delays(step, torch.full_like(delay, 1 << 30), self.lagging, self.rate)
             extras["needs_source"] = (wanted > cache["lengths"]) & ~cache["finished"]

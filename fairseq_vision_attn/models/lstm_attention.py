@@ -247,10 +247,27 @@ class LSTMEncoder(FairseqEncoder):
         return torch.cat([forward[:, : self.hidden_size], states[:, 0, self.hidden_size :]], dim=-1)
 
     def reorder_encoder_out(self, encoder_out: Dict[str, List[Tensor]], new_order: Tensor):
-        return {key: [t.index_select(0, new_order) for t in value] for key, value in encoder_out.items()}
+        """Beam search calls this before every step. Only a row index (``rows``: batch) is
+        reordered here; the source-length tensors are selected once, when the decoder builds
+        its first state (:func:`select_rows`). From then on the decoder reads its incremental
+        state alone, so a search step moves nothing of source length that its attention does not
+        keep (memory attention keeps K contexts: its steps are independent of |S|)."""
+        rows = encoder_out.get("rows")
+        rows = new_order if not rows else rows[0].index_select(0, new_order)
+        return {**encoder_out, "rows": [rows]}
 
     def max_positions(self):
         return int(1e5)
+
+
+def select_rows(encoder_out: Dict[str, List[Tensor]]) -> Dict[str, List[Tensor]]:
+    """The encoder output with its pending reorder (``rows``, see
+    :meth:`LSTMEncoder.reorder_encoder_out`) applied to every tensor."""
+    rows = encoder_out.get("rows")
+    if not rows:
+        return encoder_out
+    selected = {key: value for key, value in encoder_out.items() if key != "rows"}
+    return {key: [t.index_select(0, rows[0]) for t in value] for key, value in selected.items()}
 
 
 class AttentionLSTMDecoder(FairseqIncrementalDecoder):
@@ -290,6 +307,7 @@ class AttentionLSTMDecoder(FairseqIncrementalDecoder):
     # -- state ------------------------------------------------------------------------------
 
     def _initial_state(self, encoder_out):
+        encoder_out = select_rows(encoder_out)
         states = encoder_out["encoder_out"][0]  # batch x src_len x enc_dim
         src_pad = encoder_out["encoder_padding_mask"][0]  # batch x src_len
         summary = encoder_out["encoder_summary"][0]  # batch x enc_dim
@@ -393,6 +411,7 @@ _MONOTONIC = ("monotonic", "mocha", "milk")
 MECHANISM_FLAGS = {
     "local_window_d": (("local",), 10),
     "flex_sigma": (("flexible",), 1.5),
+    "flex_strength_bias": (("flexible",), -2.0),
     "memory_size": (("memory",), 32),
     "memory_position_encoding": (("memory",), False),
     "memory_encoder_score": (("memory",), "sigmoid"),
@@ -435,7 +454,6 @@ def base_architecture(args):
     args.decoder_dropout_out = _or(getattr(args, "decoder_dropout_out", None), args.dropout)
     args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", False)
     args.attention_dim = getattr(args, "attention_dim", None)
-    args.flex_strength_bias = _or(getattr(args, "flex_strength_bias", None), -2.0)
     for dest, (_, default) in MECHANISM_FLAGS.items():
         setattr(args, dest, _or(getattr(args, dest, None), default))
     args.memory_position_encoding = bool(args.memory_position_encoding)

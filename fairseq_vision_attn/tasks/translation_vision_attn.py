@@ -195,7 +195,7 @@ class TranslationVisionAttnTask(TranslationTask):
             atexit.register(self._print_summary)
             self._summary_registered = True
         best = [h[0]["tokens"] for h in hypos]
-        per_step = forced_statistics(model, sample, best) if _is_ours(model) else [{}] * len(best)
+        per_step = self._per_token_statistics(model, sample, hypos, best)
         src_lengths = sample["net_input"]["src_lengths"].tolist()
         if "id" in sample:
             ids = sample["id"].tolist()
@@ -212,6 +212,16 @@ class TranslationVisionAttnTask(TranslationTask):
                 write_row(self.stats_handle, row)
         if self.stats_handle is not None:
             self.stats_handle.flush()
+
+    def _per_token_statistics(self, model, sample, hypos, best):
+        """Per-token lists of the chosen hypotheses: from the search where it kept them
+        (simultaneous decoding), else, only for --stats-output, from one teacher-forced pass
+        over the chosen hypotheses (beam search does not keep them per hypothesis)."""
+        if all("step_statistics" in h[0] for h in hypos):
+            return [h[0]["step_statistics"] for h in hypos]
+        if self.stats_handle is None or not _is_ours(model):
+            return [{}] * len(best)
+        return forced_statistics(model, sample, best)
 
     def _print_summary(self):
         if self.corpus_stats.sentences:
