@@ -2,6 +2,7 @@
 
 import argparse
 
+import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -48,13 +49,18 @@ def test_additive_matches_concatenated_score_loop():
     assert out.extras["window_size"].tolist() == [5.0, 3.0]
 
 
-def test_local_p_matches_luong_equations():
-    """p_t = S sigmoid(v_p^T tanh(W_p h)); softmax over [round(p)-D, round(p)+D] x Gaussian."""
+@pytest.mark.parametrize("temperature", [None, (0.5, 2.0, 1.3)])
+def test_local_p_matches_luong_equations(temperature):
+    """p_t = S sigmoid(v_p^T tanh(W_p h)); softmax(score / tau_t) over [round(p)-D, round(p)+D]
+    x Gaussian (a temperature divides the window's scores, Lin et al. Eq. 4)."""
     attn = make("local")
     lengths = [12, 3, 9]
     keys, pad, query = padded_inputs(lengths)
     cache = attn.precompute(keys, pad)
-    out = attn.step(query, cache, attn.init_state(cache), torch.zeros(3, 2, dtype=torch.float64))
+    taus = None if temperature is None else torch.tensor(temperature, dtype=torch.float64)
+    out = attn.step(
+        query, cache, attn.init_state(cache), torch.zeros(3, 2, dtype=torch.float64), temperature=taus
+    )
     d, sigma = 2, 1.0
     for b, length in enumerate(lengths):
         p = length * torch.sigmoid(
@@ -65,7 +71,7 @@ def test_local_p_matches_luong_equations():
         scores = torch.stack(
             [attn.scorer.scores(query[b : b + 1], cache["keys"][b : b + 1, s - 1 : s])[0, 0] for s in window]
         )
-        soft = torch.softmax(scores, 0)
+        soft = torch.softmax(scores if taus is None else scores / taus[b], 0)
         expected = torch.zeros(keys.size(1), dtype=torch.float64)
         for k, s in enumerate(window):
             expected[s - 1] = soft[k] * torch.exp(-((s - p) ** 2) / (2 * sigma**2))

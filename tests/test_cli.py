@@ -180,6 +180,8 @@ def test_streaming_arch_trains_with_the_latency_loss(arch, toy_data_bin, tmp_pat
             "0.1",
             "--label-smoothing",
             "0.1",
+            "--best-checkpoint-metric",
+            "nll_loss",
             *extra,
         ),
         cwd=REPO,
@@ -189,6 +191,7 @@ def test_streaming_arch_trains_with_the_latency_loss(arch, toy_data_bin, tmp_pat
     valid_line = next(line for line in log.splitlines() if "| valid |" in line)
     for line in (train_line, valid_line):
         assert "| dal " in line and "| ap " in line and "| latency_loss " in line, line
+    assert_best_checkpoint_scored_by_nll_loss(log)
     out = run_cli(generate_args(toy_data_bin, tmp_path / "checkpoint_best.pt", "--beam", "1"), cwd=REPO)
     assert "BLEU4" in out.stdout
 
@@ -460,26 +463,52 @@ def test_checkpoint_of_fairseqs_own_lstm(toy_data_bin, tmp_path):
         assert "Traceback" not in proc.stderr
 
 
+def assert_best_checkpoint_scored_by_nll_loss(log):
+    """--best-checkpoint-metric nll_loss with an extra-term criterion: checkpoint_best.pt is
+    scored by the cross-entropy alone (fairseq's "Saved checkpoint ... score X" line), not by the
+    logged loss, which includes -beta g or lambda DAL."""
+    valid = next(line for line in log.splitlines() if "| valid |" in line)
+    saved = next(line for line in log.splitlines() if "Saved checkpoint" in line)
+    nll = float(valid.split("| nll_loss ")[1].split()[0])
+    loss = float(valid.split("| loss ")[1].split()[0])
+    score = float(saved.split("score ")[1].split(")")[0])
+    assert score == pytest.approx(nll, abs=1e-3) and loss != nll, (valid, saved)
+
+
+def _valid_g_mean(log):
+    assert_best_checkpoint_scored_by_nll_loss(log)
+    line = next(line for line in log.splitlines() if "| valid |" in line)
+    return float(line.split("| g_mean ")[1].split()[0])
+
+
 def test_flexible_finetune_and_threshold_decode(trained, toy_data_bin, tmp_path):
-    """Train (fixture), fine-tune one epoch with beta = 0.1, decode with tau = 0.1 (Shu sec. 3)."""
+    """Train (fixture), fine-tune one epoch with beta = 0.1, decode with tau = 0.1 (Shu sec. 3).
+    The fine-tuning raises the mean strength g(t) on the validation data above that of the same
+    epoch fine-tuned with beta = 0 (Eq. 9's purpose)."""
     base = trained["lstm_flexible"] / "checkpoint_best.pt"
-    proc = run_cli(
-        train_args(
-            toy_data_bin,
-            tmp_path / "ft",
-            "lstm_flexible",
-            "--finetune-from-model",
-            str(base),
-            "--criterion",
-            "flexible_attention_cross_entropy",
-            "--gt-regularizer-weight",
-            "0.1",
-            "--label-smoothing",
-            "0.1",
-        ),
-        cwd=REPO,
-    )
-    assert "g_mean" in proc.stdout + proc.stderr
+    g_mean = {}
+    for beta, save_dir in (("0.1", tmp_path / "ft"), ("0", tmp_path / "ft0")):
+        proc = run_cli(
+            train_args(
+                toy_data_bin,
+                save_dir,
+                "lstm_flexible",
+                "--finetune-from-model",
+                str(base),
+                "--criterion",
+                "flexible_attention_cross_entropy",
+                "--gt-regularizer-weight",
+                beta,
+                "--label-smoothing",
+                "0.1",
+                "--best-checkpoint-metric",
+                "nll_loss",
+            ),
+            cwd=REPO,
+        )
+        g_mean[beta] = _valid_g_mean(proc.stdout + proc.stderr)
+    # same seed, batches and updates: only beta differs (6 updates here, so the gap is small)
+    assert g_mean["0.1"] > g_mean["0"], g_mean
     rows = {}
     for tau in ("inf", "0.1"):
         stats = tmp_path / f"stats.{tau}.jsonl"

@@ -9,11 +9,41 @@ from .conftest import build_model, our_archs, random_batch
 
 ARCHS = our_archs()
 LENGTHS = [7, 3, 5, 1]
+HEADED = ["lstm_monotonic", "lstm_mocha", "lstm_milk"]
+# every arch as built by default, and the monotonic heads with test-time energies of both signs,
+# so that they stop inside the sentence and move (freshly built, every head waits for the last
+# token: r = -4, and the small model's energies hardly vary by position), so that incremental
+# decoding and beam reordering are also checked off the trivial path
+CASES = [(arch, False) for arch in ARCHS] + [(arch, True) for arch in HEADED]
+CASE_IDS = [arch + ("-moving-head" if moving else "") for arch, moving in CASES]
 
 
 def forward(model, src, lengths, prev):
     encoder_out = model.encoder(src, lengths)
     return model.decoder(prev, encoder_out=encoder_out)
+
+
+def build(arch, moving_head=False):
+    model = build_model(arch)
+    if moving_head:  # the test-time energy, a deterministic function of (decoder state, key)
+
+        def energy_at(query_part, keys, index):
+            rows = torch.arange(keys.size(0), device=keys.device)
+            return torch.sin(300 * query_part.sum(-1) + 300 * keys[rows, index].sum(-1))
+
+        model.decoder.attention.energy.energy_at = energy_at
+    return model
+
+
+def test_moving_heads_stop_inside_the_sentence():
+    for arch in HEADED:
+        model = build(arch, moving_head=True)
+        src, lengths, prev = random_batch(model, LENGTHS)
+        _, extra = forward(model, src, lengths, prev)
+        delays = extra["attention_extras"]["delay"]
+        inside = (delays > 1) & (delays < lengths.unsqueeze(1))
+        assert inside.any(), f"{arch}: the head never stopped inside a sentence"
+        assert (delays[:, 1:] > delays[:, :-1]).any(), f"{arch}: the head never moved"
 
 
 def test_every_mechanism_has_an_arch():
@@ -69,9 +99,9 @@ def test_gradients_reach_every_parameter(arch):
         assert param.grad.abs().sum() > 0, f"{name} got a zero gradient"
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_incremental_equals_full_forward(arch):
-    model = build_model(arch)
+@pytest.mark.parametrize("arch,moving_head", CASES, ids=CASE_IDS)
+def test_incremental_equals_full_forward(arch, moving_head):
+    model = build(arch, moving_head)
     src, lengths, prev = random_batch(model, LENGTHS)
     full, full_extra = forward(model, src, lengths, prev)
     encoder_out = model.encoder(src, lengths)
@@ -83,10 +113,10 @@ def test_incremental_equals_full_forward(arch):
             torch.testing.assert_close(value[:, 0], full_extra["attention_extras"][key][:, t])
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_reorder_incremental_state_follows_the_beam(arch):
+@pytest.mark.parametrize("arch,moving_head", CASES, ids=CASE_IDS)
+def test_reorder_incremental_state_follows_the_beam(arch, moving_head):
     """Decoding a permuted batch equals permuting the decoded batch, mid-sentence."""
-    model = build_model(arch)
+    model = build(arch, moving_head)
     src, lengths, prev = random_batch(model, LENGTHS)
     full, _ = forward(model, src, lengths, prev)
     order = torch.tensor([2, 2, 0, 3])

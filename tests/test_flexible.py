@@ -5,6 +5,7 @@ import math
 
 import pytest
 import torch
+from fairseq.sequence_generator import SequenceGenerator
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -13,6 +14,7 @@ from fairseq_vision_attn.criterions.flexible_attention_cross_entropy import (
     FlexibleAttentionCrossEntropyCriterion,
     gt_regularizer,
 )
+from fairseq_vision_attn.stats import SearchStats
 
 from .conftest import build_model, random_batch
 
@@ -55,17 +57,113 @@ def test_window_is_exactly_the_positions_below_threshold(g, focus, length, tau, 
         assert chosen == [min(max(round(focus), 1), length)] or set(chosen) <= borderline
 
 
-def test_infinite_threshold_is_the_untruncated_model_exactly():
-    model = build_model("lstm_flexible", dropout=0.0)
-    src, lengths, prev = random_batch(model, [7, 3, 5])
-    model.train()  # training never truncates
-    reference, _ = model(src, lengths, prev)
-    model.eval()
-    model.decoder.attention.span_threshold = math.inf
-    out, extra = model(src, lengths, prev)
-    assert torch.equal(out, reference)
-    expected = torch.tensor([7.0, 3.0, 5.0]).unsqueeze(1).expand(-1, prev.size(1))
-    assert torch.equal(extra["attention_extras"]["window_size"], expected)
+@torch.no_grad()
+def naive_flexible(attn, keys, lengths, queries, embeds, tau=math.inf, temperatures=None):
+    """Shu & Nakayama Eqs. 3-8 per sentence and step, from the module's parameter tensors.
+
+    Step 1 has no previous focus (g = 0, the whole sentence); later steps score only the positions
+    with penalty < tau and give the others weight 0. Returns per step (weights, focus, g, width).
+    """
+    sc = attn.scorer
+    w_a = torch.cat([sc.query_proj.weight, sc.key_proj.weight], dim=1)  # [W_q U_a] (Eq. 3)
+    w_g, v_g, b_g = attn.strength_proj.weight, attn.strength_v.weight[0], attn.strength_v.bias[0]
+    out = []
+    focus = [1.0] * len(lengths)
+    for t, (query, embed) in enumerate(zip(queries, embeds)):
+        rows = []
+        for b, n in enumerate(lengths):
+            g = torch.sigmoid(v_g @ torch.tanh(w_g @ torch.cat([query[b], embed[b]])) + b_g)  # Eq. 8
+            g = g * 0 if t == 0 else g
+            chosen = []
+            for s in range(1, n + 1):
+                penalty = g * (s - focus[b]) ** 2 / (2 * attn.sigma**2)  # Eqs. 5-6
+                if t == 0 or penalty < tau:
+                    score = sc.v.weight[0] @ torch.tanh(
+                        w_a @ torch.cat([query[b], keys[b, s - 1]]) + sc.key_proj.bias
+                    )
+                    if temperatures is not None:
+                        score = score / temperatures[t][b]
+                    chosen.append((s, score - penalty))
+            if not chosen:  # nothing below tau: the position nearest the previous focus
+                s = min(max(round(focus[b]), 1), n)
+                chosen = [(s, torch.tensor(0.0, dtype=torch.float64))]
+            weights = torch.zeros(keys.size(1), dtype=torch.float64)
+            soft = torch.softmax(torch.stack([v for _, v in chosen]), 0)  # Eq. 7
+            for (s, _), w in zip(chosen, soft):
+                weights[s - 1] = w
+            focus[b] = float(sum(s * w for (s, _), w in zip(chosen, soft)))  # Eq. 4
+            rows.append((weights, focus[b], float(g), len(chosen)))
+        out.append(rows)
+    return out
+
+
+@pytest.mark.parametrize("tau", [math.inf, 20.0, 1.0, 0.2])  # 20: windows over half the sentence
+@pytest.mark.parametrize("tempered", [False, True])
+def test_steps_equal_the_equations_computed_by_hand(tau, tempered):
+    """Weights, focus p_t (Eq. 4), strength g(t) (Eq. 8) and window over four steps, at tau = inf
+    and finite tau (gathered windows, and windows wide enough for the masked full path), with and
+    without a temperature (it divides the content score only)."""
+    attn = make_attention()
+    torch.nn.init.constant_(attn.strength_v.bias, 1.0)  # g about 0.7: narrow windows at finite tau
+    attn.span_threshold = tau
+    lengths = [30, 4, 11]
+    keys, pad, _, _ = inputs(lengths)
+    g = torch.Generator().manual_seed(3)
+    queries = [torch.randn(3, 4, generator=g, dtype=torch.float64) for _ in range(4)]
+    embeds = [torch.randn(3, 2, generator=g, dtype=torch.float64) for _ in range(4)]
+    temperatures = (
+        [torch.rand(3, generator=g, dtype=torch.float64) + 0.5 for _ in range(4)] if tempered else None
+    )
+    expected = naive_flexible(attn, keys, lengths, queries, embeds, tau, temperatures)
+    cache = attn.precompute(keys, pad)
+    state = attn.init_state(cache)
+    for t in range(4):
+        out = attn.step(
+            queries[t], cache, state, embeds[t], None if temperatures is None else temperatures[t]
+        )
+        state = out.state
+        for b, (weights, focus, strength, width) in enumerate(expected[t]):
+            torch.testing.assert_close(out.weights[b], weights)
+            assert float(out.state["focus"][b]) == pytest.approx(focus, abs=1e-9)
+            assert float(out.extras["g"][b]) == pytest.approx(strength, abs=1e-12)
+            assert int(out.extras["window_size"][b]) == (lengths[b] if math.isinf(tau) else width)
+
+
+def test_beam_reorder_with_a_threshold_moves_the_previous_focus():
+    """Beam search with a finite tau: p_{t-1} (hence each hypothesis's window) follows the beam."""
+    model = build_model("lstm_flexible", flex_strength_bias=2.0)
+    model.decoder.attention.span_threshold = 0.3
+    src, lengths, prev = random_batch(model, [9, 7, 8, 5], tgt_len=6)
+    order = torch.tensor([2, 2, 0, 3])
+    full, full_extra = model(src[order], lengths[order], prev[order])
+    sizes = full_extra["attention_extras"]["window_size"]
+    assert (sizes[:, 1:] < lengths[order].unsqueeze(1)).all(), "the threshold did not narrow the window"
+    encoder_out, state = model.encoder(src, lengths), {}
+    for t in range(3):  # steps 0..2 in the original order
+        model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+    model.decoder.reorder_incremental_state(state, order)
+    encoder_out = model.encoder.reorder_encoder_out(encoder_out, order)
+    step, extra = model.decoder(prev[order, :4], encoder_out=encoder_out, incremental_state=state)
+    torch.testing.assert_close(step[:, 0], full[:, 3], rtol=1e-5, atol=1e-5)
+    for key in ("window_size", "window_start", "focus"):
+        torch.testing.assert_close(
+            extra["attention_extras"][key][:, 0], full_extra["attention_extras"][key][:, 3]
+        )
+
+
+def test_search_statistics_average_over_every_beam_hypothesis():
+    """Shu sec. 5: the window is averaged over steps and over the hypotheses of each step."""
+    model = build_model("lstm_flexible", flex_strength_bias=2.0)
+    model.decoder.attention.span_threshold = 0.3
+    stats = SearchStats()
+    model.decoder.step_observer = stats.observe
+    src, lengths, _ = random_batch(model, [9, 6], seed=2)
+    generator = SequenceGenerator([model], model.decoder.dictionary, beam_size=3, max_len_a=0, max_len_b=6)
+    hypos = generator.generate([model], {"net_input": {"src_tokens": src, "src_lengths": lengths}})
+    longest = max(len(h[0]["tokens"]) for h in hypos)
+    assert stats.counts["window_size"] % 3 == 0  # every live hypothesis of every step
+    assert stats.counts["window_size"] >= 3 * 2 * (longest - 1)
+    assert 1 <= stats.means()["window_size"] < 9
 
 
 def test_huge_finite_threshold_gathers_everything_and_agrees():

@@ -1,12 +1,15 @@
 """The monotonic family's functions (fairseq_vision_attn/monotonic.py) against the equations,
-written as naive loops here: Raffel's recurrence (MILk Eq. 10), MoChA, MILk (Eq. 14)."""
+written as naive loops here: Raffel's recurrence (MILk Eq. 10), MoChA, MILk (Eq. 14); the
+test-time head and contexts against a brute-force scan; the training noise."""
 
+import argparse
 import os
 import sys
 
 import pytest
 import torch
 
+from fairseq_vision_attn.attention import build_attention
 from fairseq_vision_attn.monotonic import (
     expected_alignment,
     expected_alignment_from_p,
@@ -198,3 +201,87 @@ def test_matches_fairseq_expected_alignment_from_p_choose():
     theirs = reference(p.double(), mask, eps=1e-20)
     assert (ours.double() - naive).abs().max().item() < 1e-6
     assert (theirs - naive).abs().max().item() < 1e-6
+
+
+def make_head(name, bias=0.0, **flags):
+    torch.manual_seed(0)
+    args = argparse.Namespace(attention_dim=5, monotonic_energy_bias_init=bias, mocha_chunk_size=3, **flags)
+    return build_attention(name, args, query_dim=4, key_dim=3, embed_dim=2).double().eval()
+
+
+def head_inputs(lengths, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    keys = torch.randn(len(lengths), max(lengths), 3, generator=g, dtype=torch.float64)
+    pad = torch.arange(max(lengths)).unsqueeze(0) >= torch.tensor(lengths).unsqueeze(1)
+    return keys, pad, g
+
+
+def scan_energies(attn, query, cache, b, n):
+    """e_ij of sentence b at every real position, by hand: g v/||v|| . tanh(W s + V h_j + b) + r."""
+    energy = attn.energy
+    direction = energy.g * energy.v / energy.v.norm()
+    return [
+        float(
+            direction @ torch.tanh(energy.query_proj.weight @ query[b] + cache["mono_keys"][b, j]) + energy.r
+        )
+        for j in range(n)
+    ]
+
+
+@pytest.mark.parametrize("name", ["monotonic", "mocha", "milk"])
+def test_hard_head_stops_where_a_brute_force_scan_stops(name):
+    """Test time (MILk sec. 3): the head stops at the first j >= t_{i-1} with e_ij > 0, or at the
+    last source token; energies of both signs. Then the context: Raffel c_i = h_{t_i}, MoChA a
+    softmax over the chunk (t_i - w, t_i], MILk (Eq. 13) a softmax over 1..t_i."""
+    attn = make_head(name)
+    with torch.no_grad():
+        attn.energy.g.fill_(3.0)  # energies of both signs, about half above 0
+    lengths = [9, 6, 4]
+    keys, pad, g = head_inputs(lengths)
+    cache = attn.precompute(keys, pad)
+    state = attn.init_state(cache)
+    heads = [0, 0, 0]
+    signs = set()
+    for _ in range(6):
+        query = torch.randn(3, 4, generator=g, dtype=torch.float64)
+        out = attn.step(query, cache, state, None)
+        state = out.state
+        for b, n in enumerate(lengths):
+            energies = scan_energies(attn, query, cache, b, n)
+            signs |= {e > 0 for e in energies}
+            heads[b] = next((j for j in range(heads[b], n) if energies[j] > 0), n - 1)
+            assert int(state["head"][b]) == heads[b]
+            assert float(out.extras["delay"][b]) == heads[b] + 1
+            t = heads[b]
+            if name == "monotonic":
+                expected = torch.zeros(n, dtype=torch.float64)
+                expected[t] = 1.0
+            else:
+                first = max(0, t - 3 + 1) if name == "mocha" else 0
+                soft = attn.scorer.scores(query[b : b + 1], cache["soft_keys"][b : b + 1, first : t + 1])[0]
+                expected = torch.zeros(n, dtype=torch.float64)
+                expected[first : t + 1] = torch.softmax(soft, 0)
+            torch.testing.assert_close(out.weights[b, :n].double(), expected)
+            torch.testing.assert_close(out.context[b], expected @ keys[b, :n])
+    assert signs == {True, False}, "the energies never took both signs"
+
+
+def test_training_noise_has_variance_n(monkeypatch):
+    """MILk Eq. 11: p = sigmoid(e + N(0, n)) in training: the noise has standard deviation sqrt(n)."""
+    import fairseq_vision_attn.attention.monotonic as module
+
+    attn = make_head("milk", monotonic_noise_var=4.0).float().train()
+    keys, pad, g = head_inputs([400] * 64)
+    cache = attn.precompute(keys.float(), pad)
+    query = torch.randn(64, 4, generator=g)
+    seen = []
+    original = module.monotonic_alignment_step
+    monkeypatch.setattr(
+        module,
+        "monotonic_alignment_step",
+        lambda prev, energy, *a: seen.append(energy) or original(prev, energy, *a),
+    )
+    attn.step(query, cache, attn.init_state(cache), None)
+    noise = seen[0] - attn.energy.energies(query, cache["mono_keys"]).detach()
+    assert float(noise.std()) == pytest.approx(2.0, abs=0.03)  # 25,600 draws: std error 0.009
+    assert abs(float(noise.mean())) < 0.05

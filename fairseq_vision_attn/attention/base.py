@@ -138,7 +138,7 @@ def masked_softmax(scores: Tensor, src_pad: Tensor) -> Tensor:
     Computed in float32 at least so that bf16 autocast does not lose the normalisation.
     """
     dtype = scores.dtype
-    scores = scores.float().masked_fill(src_pad, float("-inf"))
+    scores = at_least_float32(scores).masked_fill(src_pad, float("-inf"))
     return torch.softmax(scores, dim=-1).to(dtype)
 
 
