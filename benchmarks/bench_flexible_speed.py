@@ -23,7 +23,7 @@ import statistics
 import time
 
 import torch
-from common import fresh_model
+from common import fresh_model, machine_load_note, spread
 from fairseq import checkpoint_utils
 
 
@@ -85,7 +85,7 @@ def main():
     g = torch.Generator().manual_seed(1)
     vocab = len(flex.encoder.dictionary)
     tgt_vocab = len(flex.decoder.dictionary)
-    print("src_len\tsystem\tdecoder s/sentence\tmean window\tspeed-up vs tau=inf")
+    print("src_len\tsystem\tdecoder s/sentence median [min-max]\tmean window\tspeed-up vs tau=inf")
     for length in args.lengths:
         src = torch.randint(4, vocab, (1, length), generator=g).repeat(args.beam, 1)
         src[:, -1] = flex.encoder.dictionary.eos()
@@ -103,8 +103,10 @@ def main():
         for name, _, _ in systems:
             median = statistics.median(times[name])
             print(
-                f"{length}\t{name}\t{median:.3f}\t{windows[name]:.1f}\t{reference / median:.2f}x", flush=True
+                f"{length}\t{name}\t{spread(times[name])}\t{windows[name]:.1f}\t{reference / median:.2f}x",
+                flush=True,
             )
+    print(machine_load_note())
 
 
 if __name__ == "__main__":

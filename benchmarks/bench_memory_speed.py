@@ -8,10 +8,12 @@ as long as the source. Here the same sources are decoded by ``lstm_noattn``, ``l
 (each K of ``--sizes``) and ``lstm_global``, side by side in one process, alternating systems on
 every repeat so that machine load hits all alike. Each system encodes the source (memory
 attention builds C there) and then runs one incremental decoder step per target token with
-forced targets (as many steps as source tokens), ``--beam`` hypotheses as one batch, the shape
-beam search gives the decoder. Fresh models with the paper's toy sizes (2x256 biLSTM encoder,
-2x256 LSTM decoder, vocabulary 20); time does not depend on the weights. Reported: seconds per
-sentence (encoder + decoder) and the ratio to ``lstm_global``.
+forced targets (as many steps as source tokens), ``--beam`` hypotheses as one batch, each step
+followed by the reordering beam search does (incremental state and encoder output, by a random
+order), the shape and work fairseq's beam search gives the decoder. Fresh models with the
+paper's toy sizes (2x256 biLSTM encoder, 2x256 LSTM decoder, vocabulary 20); time does not
+depend on the weights. Reported: seconds per sentence (encoder + decoder) and the ratio to
+``lstm_global``.
 """
 
 import argparse
@@ -19,16 +21,20 @@ import statistics
 import time
 
 import torch
-from common import fresh_model
+from common import fresh_model, machine_load_note, spread
 
 
 @torch.no_grad()
-def decode_time(model, src, targets):
+def decode_time(model, src, targets, orders):
+    """Encoder, then one incremental step per target token, each followed by the reordering that
+    fairseq's beam search does between steps (incremental state and encoder output)."""
     start = time.perf_counter()
     encoder_out = model.encoder(src, torch.full((src.size(0),), src.size(1)))
     state = {}
     for t in range(targets.size(1)):
         model.decoder(targets[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
+        model.decoder.reorder_incremental_state(state, orders[t])
+        encoder_out = model.encoder.reorder_encoder_out(encoder_out, orders[t])
     return time.perf_counter() - start
 
 
@@ -54,22 +60,24 @@ def main():
     vocab = len(systems[0][1].encoder.dictionary)
 
     g = torch.Generator().manual_seed(1)
-    print("length\tsystem\ts/sentence\tspeed-up vs lstm_global")
+    print("length\tsystem\ts/sentence median [min-max]\tspeed-up vs lstm_global")
     for length in args.lengths:
         batch = []
         for _ in range(args.sentences):
             src = torch.randint(4, vocab, (1, length), generator=g).repeat(args.beam, 1)
             src[:, -1] = eos
             targets = torch.cat([torch.full((args.beam, 1), eos), src[:, :-1]], dim=1)  # copy task
-            batch.append((src, targets))
+            orders = [torch.randint(0, args.beam, (args.beam,), generator=g) for _ in range(length)]
+            batch.append((src, targets, orders))
         times = {name: [] for name, _ in systems}
         for _ in range(args.repeats):
             for name, model in systems:
-                times[name].append(sum(decode_time(model, s, t) for s, t in batch) / len(batch))
+                times[name].append(sum(decode_time(model, *sentence) for sentence in batch) / len(batch))
         reference = statistics.median(times["lstm_global"])
         for name, _ in systems:
             median = statistics.median(times[name])
-            print(f"{length}\t{name}\t{median:.4f}\t{reference / median:.2f}x", flush=True)
+            print(f"{length}\t{name}\t{spread(times[name], digits=4)}\t{reference / median:.2f}x", flush=True)
+    print(machine_load_note())
 
 
 if __name__ == "__main__":

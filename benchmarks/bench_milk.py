@@ -13,8 +13,9 @@ generated toy corpus (as ``bench_vs_fairseq_lstm.py``).
 ``alignment``: on the same random p (batch x tgt_len x src_len, p in (0.05, 0.95)) and no
 padding, the milliseconds of fairseq's op (forward only: it has no backward), of ours forward
 (:func:`fairseq_vision_attn.monotonic.expected_alignment_from_p`, no mass preservation, to match)
-and ours forward + backward; and the maximum difference of each from a float64 evaluation of
-the same recurrence (ours), with fairseq's default eps = 1e-6.
+and ours forward + backward, interleaved repeats in one process, one thread, median [min-max]
+(``common.py``'s protocol); and the maximum difference of each from a float64 evaluation of the
+same recurrence (ours), with fairseq's default eps = 1e-6.
 """
 
 import argparse
@@ -22,12 +23,12 @@ import os
 import statistics
 import sys
 import tempfile
-import time
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_vs_fairseq_lstm import toy_data, train  # noqa: E402
+from common import interleaved, machine_load_note, spread  # noqa: E402
 
 from fairseq_vision_attn.monotonic import expected_alignment_from_p  # noqa: E402
 
@@ -65,46 +66,43 @@ def fairseq_reference():
     return expected_alignment_from_p_choose
 
 
-def timed(fn, repeats):
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return 1000 * statistics.median(times)
-
-
-def measure(reference, p, mask, repeats):
-    """(fairseq fwd ms, ours fwd ms, ours fwd+bwd ms) on the same p."""
+def alignment_row(reference, src_len, args):
+    """One table row: timings and errors of both functions at one source length."""
+    torch.manual_seed(0)
+    p = torch.rand(args.batch, args.tgt_len, src_len) * 0.9 + 0.05
+    mask = torch.zeros(args.batch, src_len, dtype=torch.bool)
+    exact = expected_alignment_from_p(p.double(), mask)
+    theirs, ours = reference(p, mask), expected_alignment_from_p(p, mask)
 
     def ours_backward():
         q = p.clone().requires_grad_(True)
         expected_alignment_from_p(q, mask).sum().backward()
 
+    times = interleaved(
+        {
+            "fairseq": lambda: reference(p, mask),
+            "ours": lambda: expected_alignment_from_p(p, mask),
+            "ours_bwd": ours_backward,
+        },
+        args.repeats,
+    )
+    ratio = statistics.median(times["ours"]) / statistics.median(times["fairseq"])
     return (
-        timed(lambda: reference(p, mask), repeats),
-        timed(lambda: expected_alignment_from_p(p, mask), repeats),
-        timed(ours_backward, repeats),
+        f"{src_len}\t{spread(times['fairseq'], 1000, 1)}\t{spread(times['ours'], 1000, 1)}\t"
+        f"{spread(times['ours_bwd'], 1000, 1)}\t{ratio:.2f}x\t"
+        f"{(theirs.double() - exact).abs().max():.2e}\t{(ours.double() - exact).abs().max():.2e}"
     )
 
 
 def bench_alignment(args):
     reference = fairseq_reference()
-    print("src_len\tfairseq fwd ms\tours fwd ms\tours fwd+bwd ms\tfairseq max |diff|\tours max |diff|")
+    print(
+        "src_len\tfairseq fwd ms\tours fwd ms\tours fwd+bwd ms\tours / fairseq (fwd)\t"
+        "fairseq max |diff|\tours max |diff|"
+    )
     for src_len in args.lengths:
-        torch.manual_seed(0)
-        p = torch.rand(args.batch, args.tgt_len, src_len) * 0.9 + 0.05
-        mask = torch.zeros(args.batch, src_len, dtype=torch.bool)
-        exact = expected_alignment_from_p(p.double(), mask)
-        theirs = reference(p, mask)
-        ours = expected_alignment_from_p(p, mask)
-        t_theirs, t_ours, t_back = measure(reference, p, mask, args.repeats)
-        print(
-            f"{src_len}\t{t_theirs:.1f}\t{t_ours:.1f}\t{t_back:.1f}\t"
-            f"{(theirs.double() - exact).abs().max():.2e}\t{(ours.double() - exact).abs().max():.2e}",
-            flush=True,
-        )
+        print(alignment_row(reference, src_len, args), flush=True)
+    print(machine_load_note())
 
 
 def main():
@@ -118,8 +116,10 @@ def main():
     a.add_argument("--batch", type=int, default=32)
     a.add_argument("--tgt-len", type=int, default=30)
     a.add_argument("--lengths", type=int, nargs="+", default=[50, 200, 500])
-    a.add_argument("--repeats", type=int, default=5)
+    a.add_argument("--repeats", type=int, default=15)
+    a.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
+    torch.set_num_threads(getattr(args, "threads", 1))
     bench_train(args) if args.what == "train" else bench_alignment(args)
 
 

@@ -6,8 +6,10 @@ Both models: 1-layer bidirectional LSTM encoder and LSTM decoder, 256 units, 256
 Adam, max-tokens 4000, CPU. fairseq's ``lstm`` uses dot-product attention with input feeding;
 ``lstm_global`` uses additive (Bahdanau) attention. The runs alternate (ours, theirs, ours,
 theirs ...) so that machine load affects both alike; the script prints training words/second
-(from fairseq-train's own ``wps``) and fairseq-generate sentences/second (beam 5) for each
-run, and the ratio of the medians. Without ``--data-bin`` it generates a toy corpus.
+(from fairseq-train's own ``wps``) and fairseq-generate sentences and tokens per second (beam
+5) for each run, and the ratio of the medians. The two models write outputs of different
+lengths after a short training, so tokens/second is the fairer decoding figure. Without
+``--data-bin`` it generates a toy corpus.
 """
 
 import argparse
@@ -123,8 +125,8 @@ def generate(name, data_bin, save_dir, subset):
             "--quiet",
         ]
     )
-    match = re.search(r"Translated ([\d,]+) sentences .*? \(([\d.]+) sentences/s", log)
-    return float(match.group(2))
+    match = re.search(r"Translated ([\d,]+) sentences .*? \(([\d.]+) sentences/s, ([\d.]+) tokens/s", log)
+    return float(match.group(2)), float(match.group(3))
 
 
 def toy_data(root):
@@ -184,19 +186,22 @@ def main():
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         data_bin = args.data_bin or toy_data(tmp)
-        results = {name: {"train wps": [], "generate sent/s": []} for name in SYSTEMS}
+        metrics = ("train wps", "generate sent/s", "generate tokens/s")
+        results = {name: {metric: [] for metric in metrics} for name in SYSTEMS}
         for round_ in range(args.rounds):
             for name in SYSTEMS:
                 save_dir = os.path.join(tmp, f"{name.replace(' ', '_')}_{round_}")
                 results[name]["train wps"].append(train(name, data_bin, save_dir, args.updates))
-                results[name]["generate sent/s"].append(generate(name, data_bin, save_dir, args.gen_subset))
+                sentences, tokens = generate(name, data_bin, save_dir, args.gen_subset)
+                results[name]["generate sent/s"].append(sentences)
+                results[name]["generate tokens/s"].append(tokens)
                 print(
                     f"round {round_ + 1} {name}: train {results[name]['train wps'][-1]:.0f} wps, "
-                    f"generate {results[name]['generate sent/s'][-1]:.1f} sent/s",
+                    f"generate {sentences:.1f} sent/s, {tokens:.0f} tokens/s",
                     flush=True,
                 )
     print("\nmetric\tlstm_global\tfairseq lstm\tratio (ours / fairseq)")
-    for metric in ("train wps", "generate sent/s"):
+    for metric in metrics:
         ours = statistics.median(results["lstm_global"][metric])
         theirs = statistics.median(results["fairseq lstm"][metric])
         print(f"{metric}\t{ours:.1f}\t{theirs:.1f}\t{ours / theirs:.2f}x")

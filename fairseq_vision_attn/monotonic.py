@@ -16,14 +16,16 @@ as :data:`LOG_ZERO` (a finite floor, not -inf: ``logcumsumexp``'s backward pass 
 leading -inf into NaN). A term at the floor contributes at most e^LOG_ZERO to any result, so
 results are exact to float rounding.
 
-**Linear form where it is exact.** With ``E_j = exp(-S_j)`` the same recurrence is Raffel's
-parallel form ``alpha_i = p_i exp(S) cumsum(alpha_{i-1} exp(-S))``: all terms positive, no
-subtraction, so in float64 it is exact to ~1e-13 as long as exp(-S) cannot overflow, i.e. while
-a row's total ``-sum_j log(1 - p_ij)`` stays below :data:`LINEAR_SPAN`. On the CPU that form is
-used whenever every row of the block qualifies: ``torch.logcumsumexp`` is a sequential scan there
-(about 35 ns per element, 25x a cumsum, measured), and the linear form costs three cheap ops per
-target step. Rows beyond the span (heads that skip hundreds of positions with p near 1) and other
-devices (a parallel ``logcumsumexp``, and no host sync per step) use the log-space form.
+**Linear form where it is exact.** The same recurrence is Raffel's parallel form
+``alpha_i = p_i e^S cumsum(alpha_{i-1} e^-S)`` (e^S_j = prod_{l<j} (1 - p_il), computed with
+``cumprod``): all terms positive, no subtraction, so it is exact to float rounding as long as
+e^-S cannot overflow, i.e. while every row's ``-sum_j log(1 - p_ij)`` stays below
+:data:`LINEAR_SPAN` (float64; :data:`FLOAT32_SPAN` for float32). On the CPU that form is used
+whenever every row of the block qualifies: ``torch.logcumsumexp`` is a sequential scan there
+(about 35 ns per element, 25x a ``cumsum``, measured), and the linear form costs a multiply, a
+``cumsum`` and a multiply per target step (float denormals flushed to 0). Blocks with a longer
+span (heads that skip hundreds of positions with p near 1) and other devices (a parallel
+``logcumsumexp``, and no host sync per step) use the log-space form below.
 
 Recurrences (MILk paper, restated in SPEC.md sec. 5):
 

@@ -5,9 +5,11 @@ Two sources, both fed by the attention modules' per-step ``extras``:
 - **search statistics** (:class:`SearchStats`): every decoder step of the search, over every
   live beam hypothesis. Shu & Nakayama (sec. 5) average the window size this way ("further
   averaged over the number of hypotheses considered in each step").
-- **sentence statistics** (:func:`forced_statistics`): the chosen hypothesis re-scored with
-  teacher forcing. The decoder is deterministic given the prefix, so this gives exactly the
-  values the search computed along the chosen hypothesis, one per target token, EOS included.
+- **sentence statistics**: one value per target token of the chosen hypothesis, EOS included.
+  Simultaneous decoding is greedy and keeps them as it decodes; after a beam search they come
+  from :func:`forced_statistics`, the chosen hypothesis re-scored with teacher forcing (the
+  decoder is deterministic given the prefix, so these are exactly the values the search computed
+  along it). That costs a second decoder pass, so the task runs it only for ``--stats-output``.
 """
 
 import json

@@ -24,7 +24,7 @@ from fairseq_vision_attn.models.lstm_attention import (
     validate_args,
 )
 
-from .conftest import REPO, run_cli
+from .conftest import REPO, FakeTask, make_dictionary, run_cli
 from .test_cli import train_args
 
 INVALID = {
@@ -157,3 +157,18 @@ def test_real_cli_refuses_each_flag_in_one_line(toy_data_bin, tmp_path):
             failures.append(f"{arch} {' '.join(flags)}: rc {proc.returncode}\n{proc.stderr[-800:]}")
     assert not failures, "\n\n".join(failures)
     assert not any((tmp_path / str(i) / "checkpoint_last.pt").exists() for i in range(len(cases)))
+
+
+@pytest.mark.parametrize("bias", ["0", "-3.5"])
+def test_flex_strength_bias_sets_b_g(bias):
+    """--flex-strength-bias is a real flag (fairseq's parser accepts it) and sets b_g of Eq. 8."""
+    parser = options.get_training_parser()
+    argv = ["data-bin", "--user-dir", "fairseq_vision_attn", "--task", "translation_vision_attn"]
+    args = options.parse_args_and_arch(
+        parser, argv + ["--arch", "lstm_flexible", "--flex-strength-bias", bias]
+    )
+    ARCH_CONFIG_REGISTRY["lstm_flexible"](args)
+    refuse_ignored_flags(args)
+    dictionary = make_dictionary()
+    model = VisionAttnLSTMModel.build_model(args, FakeTask(dictionary, dictionary))
+    assert float(model.decoder.attention.strength_v.bias) == float(bias)

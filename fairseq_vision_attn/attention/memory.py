@@ -7,7 +7,10 @@
 
 C is computed once per sentence (:meth:`MemoryAttention.precompute`); a decoder step reads only
 C (``batch x K x D``) and never the encoder states, so its cost does not depend on the source
-length. f_enc and f_dec are softmax or sigmoid (``--memory-encoder-score``,
+length. That holds for a whole beam-search step too: the encoder output is reordered as a row
+index only (:meth:`..models.lstm_attention.LSTMEncoder.reorder_encoder_out`) and the incremental
+state holds C, not the states (``tests/test_search.py`` counts the bytes a search step writes at
+|S| = 50 and 500). f_enc and f_dec are softmax or sigmoid (``--memory-encoder-score``,
 ``--memory-decoder-score``; Britz et al. found softmax/softmax worst, the other three about
 equal).
 

@@ -16,7 +16,9 @@ each per-step list has one value per target token, the EOS step included (see
 :mod:`..stats`). Streaming checkpoints add ``delays`` (source tokens read before each written
 token, EOS included) and the sentence's ``AL``, ``AP`` and ``DAL`` on |x| = ``src_len`` and |y| =
 ``hypo_len`` (:mod:`..latency`). At the end of the run one line of corpus averages (including
-AL, AP, DAL) is printed after BLEU.
+AL, AP, DAL) is printed after BLEU: the beam search's own per-step averages always, the chosen
+hypotheses' per-token means only with ``--stats-output`` (after a beam search they cost one
+teacher-forced pass, see :mod:`..stats`).
 """
 
 import atexit
