@@ -378,6 +378,8 @@ def test_bad_training_flags_fail_clearly(arch, flags, named, toy_data_bin, tmp_p
     assert proc.returncode != 0
     assert named in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    # refused before any training step: no checkpoint, and no crash.pt from a failed update
+    assert not list(tmp_path.glob("*.pt")), sorted(p.name for p in tmp_path.iterdir())
 
 
 def test_unwritable_stats_output_fails_clearly(trained, toy_data_bin, tmp_path):

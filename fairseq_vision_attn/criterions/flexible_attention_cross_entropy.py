@@ -53,14 +53,21 @@ class FlexibleAttentionCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion)
             raise VisionAttnError(f"--gt-regularizer-weight must be >= 0, got {gt_regularizer_weight}")
         self.beta = gt_regularizer_weight
 
+    #: what a model must have for this criterion (checked when the task builds it, and again here)
+    NEEDS = (
+        "--criterion flexible_attention_cross_entropy needs a model with flexible attention "
+        "(--arch lstm_flexible)"
+    )
+
+    @staticmethod
+    def accepts(mechanism) -> bool:
+        """True for an attention mechanism that reports g(t) (flexible attention)."""
+        return getattr(mechanism, "registry_name", None) == "flexible"
+
     def forward(self, model, sample, reduce=True):
         # 1) the usual forward pass and label-smoothed cross-entropy, 2) g(t) of every step
-        needs = (
-            "--criterion flexible_attention_cross_entropy needs a model with flexible attention "
-            "(--arch lstm_flexible)"
-        )
         net_output, loss, nll_loss, extras = common.forward_with_extras(
-            self, model, sample, reduce, "g", needs
+            self, model, sample, reduce, "g", self.NEEDS
         )
         target_mask = sample["target"].ne(self.padding_idx)
         regularizer = gt_regularizer(extras["g"], target_mask)

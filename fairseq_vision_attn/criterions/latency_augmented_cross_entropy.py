@@ -67,13 +67,20 @@ class LatencyAugmentedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         self.latency_weight = latency_weight
         self.latency_metric = metric
 
+    #: what a model must have for this criterion (checked when the task builds it, and again here)
+    NEEDS = (
+        "--criterion latency_augmented_cross_entropy needs a streaming arch (lstm_monotonic, "
+        "lstm_mocha, lstm_milk or lstm_waitk)"
+    )
+
+    @staticmethod
+    def accepts(mechanism) -> bool:
+        """True for a streaming attention mechanism (it reports delays)."""
+        return bool(getattr(mechanism, "streaming", False))
+
     def forward(self, model, sample, reduce=True):
-        needs = (
-            "--criterion latency_augmented_cross_entropy needs a streaming arch (lstm_monotonic, "
-            "lstm_mocha, lstm_milk or lstm_waitk)"
-        )
         net_output, loss, nll_loss, extras = common.forward_with_extras(
-            self, model, sample, reduce, "delay", needs
+            self, model, sample, reduce, "delay", self.NEEDS
         )
         target_mask = sample["target"].ne(self.padding_idx)  # batch x tgt_len, EOS included
         src_len = sample["net_input"]["src_lengths"]  # batch, EOS included

@@ -117,7 +117,22 @@ class TranslationVisionAttnTask(TranslationTask):
         model = super().build_model(cfg, from_checkpoint)
         if not from_checkpoint and _is_ours(model):  # flags typed by the user, not a checkpoint's
             refuse_ignored_flags(cfg)
+        attention = getattr(getattr(model, "decoder", None), "attention", None)
+        self.built_mechanism = getattr(attention, "mechanism", attention)
         return model
+
+    def build_criterion(self, cfg, from_checkpoint=False):
+        """As fairseq's, but a criterion that needs a kind of model (``accepts``) is refused here,
+        with one line, when the model built before it lacks it: fairseq-train builds the model,
+        then the criterion, so this fails before any training step (and before fairseq writes a
+        ``crash.pt``)."""
+        criterion = super().build_criterion(cfg, from_checkpoint)
+        accepts = getattr(criterion, "accepts", None)
+        mechanism = getattr(self, "built_mechanism", None)
+        if accepts is not None and mechanism is not None and not accepts(mechanism):
+            name = getattr(mechanism, "registry_name", type(mechanism).__name__)
+            raise VisionAttnError(f"{criterion.NEEDS}; this model's attention is {name!r}")
+        return criterion
 
     def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
         """As fairseq's, but a sentence longer than the limits is one clear error, not a
