@@ -5,10 +5,11 @@ Loaded with ``--user-dir fairseq_vision_attn`` (or by import), it registers the 
 package's criteria. See README.md for the map of files to papers.
 """
 
-from ._checkpoint_compat import allow_fairseq_checkpoint_globals
+from ._checkpoint_compat import allow_fairseq_checkpoint_globals, guard_damaged_checkpoints
 from .errors import VisionAttnError, install_excepthook
 
 allow_fairseq_checkpoint_globals()
+guard_damaged_checkpoints()
 install_excepthook()
 
 from . import attention, criterions, models, tasks  # noqa: E402,F401  (registration)

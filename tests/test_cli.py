@@ -5,6 +5,7 @@ checkpoints load under torch >= 2.6, statistics are written), not quality.
 """
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -407,6 +408,36 @@ def test_missing_checkpoint_or_subset_fails_clearly(trained, toy_data_bin, tmp_p
         proc = run_cli(cmd, cwd=REPO, check=False)
         assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
         assert message in proc.stderr.splitlines()[-1]
+
+
+def test_damaged_checkpoints_and_another_vocabulary_fail_in_one_line(trained, toy_data_bin, tmp_path):
+    """A checkpoint cut to half its size, an empty one, and a data-bin whose target dictionary
+    has another size: one line naming the problem, exit 2, no traceback (generate, interactive,
+    resumed training)."""
+    good = trained["lstm_global"] / "checkpoint_best.pt"
+    data = good.read_bytes()
+    half, empty = tmp_path / "half.pt", tmp_path / "empty.pt"
+    half.write_bytes(data[: len(data) // 2])
+    empty.write_bytes(b"")
+    other = tmp_path / "other"  # the toy data-bin with two more target words
+    shutil.copytree(toy_data_bin / "data-bin", other / "data-bin")
+    with open(other / "data-bin" / "dict.tgt.txt", "a", encoding="utf-8") as handle:
+        handle.write("extra1 1\nextra2 1\n")
+    resume = tmp_path / "resume"
+    resume.mkdir()
+    (resume / "checkpoint_last.pt").write_bytes(data[: len(data) // 3])
+    cases = [
+        (generate_args(toy_data_bin, half), "is damaged or truncated"),
+        (generate_args(toy_data_bin, empty), "is damaged or truncated"),
+        (interactive_args(toy_data_bin, half), "is damaged or truncated"),
+        (train_args(toy_data_bin, resume, "lstm_global"), "is damaged or truncated"),
+        (generate_args(other, good), "target vocabulary has"),
+    ]
+    for cmd, message in cases:
+        proc = run_cli(cmd, cwd=REPO, check=False, input="")
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (cmd[0], proc.stderr[-2000:])
+        assert message in proc.stderr.splitlines()[-1], (cmd[0], proc.stderr[-500:])
+    assert (resume / "checkpoint_last.pt").stat().st_size == len(data) // 3  # left as it was
 
 
 def test_checkpoint_of_another_arch_fails_clearly(trained, toy_data_bin, tmp_path):

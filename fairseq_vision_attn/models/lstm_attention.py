@@ -131,7 +131,22 @@ class VisionAttnLSTMModel(FairseqEncoderDecoderModel):
                 f"unexpected {unexpected[:3]}{'...' if len(unexpected) > 3 else ''}; "
                 "load it with the arch and attention it was trained with"
             )
+        self._refuse_other_vocabularies(state_dict)
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+
+    def _refuse_other_vocabularies(self, state_dict):
+        """A checkpoint trained on other dictionaries than the data-bin's, in one line."""
+        for side, key in (
+            ("source", "encoder.embed_tokens.weight"),
+            ("target", "decoder.embed_tokens.weight"),
+        ):
+            theirs, ours = state_dict.get(key), self.state_dict().get(key)
+            if theirs is not None and ours is not None and theirs.shape[0] != ours.shape[0]:
+                raise VisionAttnError(
+                    f"the checkpoint's {side} vocabulary has {theirs.shape[0]:,} entries, the "
+                    f"data-bin's {side} dictionary {ours.shape[0]:,}: decode or fine-tune with the "
+                    "data-bin (dict.*.txt) the checkpoint was trained on"
+                )
 
 
 def validate_args(args):
