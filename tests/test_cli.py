@@ -413,7 +413,7 @@ def test_missing_checkpoint_or_subset_fails_clearly(trained, toy_data_bin, tmp_p
 def test_damaged_checkpoints_and_another_vocabulary_fail_in_one_line(trained, toy_data_bin, tmp_path):
     """A checkpoint cut to half its size, an empty one, and a data-bin whose target dictionary
     has another size: one line naming the problem, exit 2, no traceback (generate, interactive,
-    resumed training)."""
+    resumed training, fine-tuning)."""
     good = trained["lstm_global"] / "checkpoint_best.pt"
     data = good.read_bytes()
     half, empty = tmp_path / "half.pt", tmp_path / "empty.pt"
@@ -432,6 +432,10 @@ def test_damaged_checkpoints_and_another_vocabulary_fail_in_one_line(trained, to
         (interactive_args(toy_data_bin, half), "is damaged or truncated"),
         (train_args(toy_data_bin, resume, "lstm_global"), "is damaged or truncated"),
         (generate_args(other, good), "target vocabulary has"),
+        (
+            train_args(other, tmp_path / "ft", "lstm_global", "--finetune-from-model", str(good)),
+            "target vocabulary has",
+        ),
     ]
     for cmd, message in cases:
         proc = run_cli(cmd, cwd=REPO, check=False, input="")
