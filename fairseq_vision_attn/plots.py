@@ -276,17 +276,20 @@ def memory_alignments(checkpoint, data_bin, ids, out_dir, subset="valid"):
         )
 
 
-LATENCY_METRICS = ("DAL", "AL", "AP")
+LATENCY_METRICS = ("DAL", "LAAL", "AL", "AP", "ATD")
 
 
-def read_latency_points(path):
-    """(system, family, BLEU, {AL, AP, DAL}) per row of a TSV with columns system, BLEU, AL, AP,
-    DAL (the report table; other columns are ignored) and optionally family; without a family
-    column the family is the system name up to its first '_' (``waitk_3`` -> ``waitk``)."""
+def read_latency_points(path, metrics=None):
+    """(system, family, BLEU, {metric: value}) per row of a TSV with columns system, BLEU and the
+    latency metrics (the report table; other columns are ignored) and optionally family; without
+    a family column the family is the system name up to its first '_' (``waitk_3`` -> ``waitk``).
+    ``metrics``: the columns to read, each required; None = those of LATENCY_METRICS the table has.
+    """
     with open(path, encoding="utf-8") as handle:
         rows = [r for r in csv.reader(handle, delimiter="\t") if r and not r[0].startswith("#")]
     header, rows = rows[0], rows[1:]
-    missing = [name for name in ("system", "BLEU", *LATENCY_METRICS) if name not in header]
+    wanted = [m for m in LATENCY_METRICS if m in header] if metrics is None else list(metrics)
+    missing = [name for name in ("system", "BLEU", *(wanted or ["DAL"])) if name not in header]
     if missing:
         raise SystemExit(
             f"{path}: no column {', '.join(missing)} (decode streaming models with --stats-output)"
@@ -296,16 +299,18 @@ def read_latency_points(path):
     for r in rows:
         system = r[col["system"]]
         family = r[col["family"]] if "family" in col else system.split("_")[0]
-        latency = {m: float(r[col[m]]) if r[col[m]] != "-" else float("nan") for m in LATENCY_METRICS}
+        latency = {m: float(r[col[m]]) if r[col[m]] != "-" else float("nan") for m in wanted}
         points.append((system, family, float(r[col["BLEU"]]), latency))
     return points
 
 
 def plot_latency(points, path, title="latency / quality"):
-    """BLEU against each latency metric; one line per family sorted by latency."""
-    fig, axes = plt.subplots(1, len(LATENCY_METRICS), figsize=(4.2 * len(LATENCY_METRICS), 3.8))
+    """BLEU against each latency metric of the points; one line per family sorted by latency."""
+    metrics = list(points[0][3]) if points else ["DAL"]
+    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.8), squeeze=False)
+    axes = axes[0]
     families = sorted({family for _, family, _, _ in points})
-    for ax, metric in zip(axes, LATENCY_METRICS):
+    for ax, metric in zip(axes, metrics):
         for family in families:
             members = sorted((lat[metric], bleu, name) for name, fam, bleu, lat in points if fam == family)
             if family == "offline":
@@ -388,14 +393,20 @@ def main(argv=None):
     curves.add_argument("--out", required=True)
     curves.add_argument("--title", default="validation BLEU")
     add_checkpoint_plot(sub, "memory-alignment", "alpha . beta heatmaps (Britz Figs. 6-8)", "valid")
-    latency = sub.add_parser("latency", help="BLEU against DAL, AL, AP (MILk Figs. 2-3)")
-    latency.add_argument("--points", required=True, help="TSV: system, BLEU, AL, AP, DAL [, family]")
+    latency = sub.add_parser("latency", help="BLEU against DAL, LAAL, AL, AP, ATD (MILk Figs. 2-3)")
+    latency.add_argument("--points", required=True, help="TSV: system, BLEU, latency columns [, family]")
+    latency.add_argument(
+        "--metrics",
+        nargs="+",
+        choices=LATENCY_METRICS,
+        help="one panel per metric, in this order (default: each of DAL, LAAL, AL, AP, ATD the table has)",
+    )
     latency.add_argument("--out", required=True)
     latency.add_argument("--title", default="latency / quality")
     add_checkpoint_plot(sub, "streaming-attention", "attention with the hard head (MILk Figs. 4-5)", "test")
     args = parser.parse_args(argv)
     if args.command == "latency":
-        plot_latency(read_latency_points(args.points), args.out, args.title)
+        plot_latency(read_latency_points(args.points, args.metrics), args.out, args.title)
         return
     if args.command == "streaming-attention":
         streaming_attentions(args.path, args.data_bin, args.ids, args.out_dir, args.subset)

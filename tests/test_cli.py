@@ -10,7 +10,7 @@ import shutil
 import pytest
 import torch
 
-from fairseq_vision_attn.latency import latency_scores
+from fairseq_vision_attn.latency import corpus_latency, latency_scores
 
 from .conftest import REPO, our_archs, run_cli
 
@@ -130,7 +130,12 @@ def test_generate_writes_statistics(arch, trained, toy_data_bin, tmp_path):
     summary = [line for line in proc.stdout.splitlines() if line.startswith("| vision-attn stats")]
     assert len(summary) == 1 and "src_len" in summary[0] and "window_size" in summary[0]
     rows = [json.loads(line) for line in stats_path.read_text().splitlines()]
-    assert sorted(r["id"] for r in rows) == list(range(12))
+    assert [r["id"] for r in rows] == list(range(12))  # sorted by id, not in batch order
+    refs = {
+        int(line.split("\t")[0][2:]): line.split("\t")[1].split()
+        for line in proc.stdout.splitlines()
+        if line.startswith("T-")
+    }
     hypos = {
         int(line.split("\t")[0][2:]): line.split("\t")[2].split()
         for line in proc.stdout.splitlines()
@@ -154,9 +159,13 @@ def test_generate_writes_statistics(arch, trained, toy_data_bin, tmp_path):
             assert len(delays) == row["hypo_len"]
             assert all(1 <= d <= row["src_len"] for d in delays)
             assert all(a <= b for a, b in zip(delays, delays[1:]))
+            assert row["ref_len"] == len(refs[row["id"]]) + 1  # + EOS, as hypo_len
             expected = latency_scores(delays, row["src_len"])
-            assert all(row[name] == pytest.approx(expected[name], abs=1e-4) for name in ("AL", "AP", "DAL"))
-        for name in ("AL", "AP", "DAL"):  # corpus values: means over sentences
+            with_ref = latency_scores(delays, row["src_len"], ref_len=row["ref_len"])
+            for name in ("AL", "AP", "DAL", "ATD"):
+                assert row[name] == pytest.approx(expected[name], abs=1e-4), name
+            assert row["LAAL"] == pytest.approx(with_ref["LAAL"], abs=1e-4)
+        for name in ("AL", "AP", "DAL", "LAAL", "ATD"):  # corpus values: means over sentences
             mean = sum(row[name] for row in rows) / len(rows)
             assert f"| {name} {mean:.3f}" in summary[0], summary[0]
 
@@ -239,7 +248,8 @@ def test_streaming_decoding_flags_and_input(trained, toy_data_bin, tmp_path):
 @pytest.mark.parametrize("arch", ["lstm_milk", "lstm_waitk"])
 def test_simuleval_agent_agrees_with_the_generator(arch, trained, toy_data_bin, tmp_path):
     """SimulEval 1.1.4's own CLI with this package's agent: same translations, the same delays
-    (in SimulEval's units, simuleval_delays), and SimulEval's AL/AP/DAL equal ours on them."""
+    (in SimulEval's units, simuleval_delays), and SimulEval's default metrics (LAAL, AL, AP, DAL,
+    ATD) equal ours on them, empty hypotheses skipped by both."""
     pytest.importorskip("simuleval", reason="SimulEval is not installed (pip install .[simuleval])")
     from fairseq_vision_attn.agent import simuleval_delays
 
@@ -269,11 +279,7 @@ def test_simuleval_agent_agrees_with_the_generator(arch, trained, toy_data_bin, 
             str(raw / "test.tgt"),
             "--output",
             str(tmp_path / "simuleval"),
-            "--latency-metrics",
-            "AL",
-            "AP",
-            "DAL",
-            "--no-progress-bar",
+            "--no-progress-bar",  # SimulEval's default metrics: LAAL, AL, AP, DAL, ATD
             *limits,
         ],
         cwd=REPO,
@@ -282,19 +288,29 @@ def test_simuleval_agent_agrees_with_the_generator(arch, trained, toy_data_bin, 
         json.loads(line) for line in (tmp_path / "simuleval" / "instances.log").read_text().splitlines()
     ]
     assert len(instances) == len(rows) == 12
-    ours = {"AL": [], "AP": [], "DAL": []}
+    sentences = []
     for instance in instances:
         row = rows[instance["index"]]
         delays, words = simuleval_delays(row["delays"], row["src_len"])
         assert instance["prediction"] == hypos[instance["index"]]
         assert instance["delays"] == delays and instance["source_length"] == words
-        scores = latency_scores(delays, words, ref_len=len(instance["reference"].split()))
-        for name in ours:
-            ours[name].append(scores[name])
+        sentences.append(latency_scores(delays, words, ref_len=len(instance["reference"].split())))
     header, values = (tmp_path / "simuleval" / "scores.tsv").read_text().splitlines()[:2]
     theirs = dict(zip(header.split("\t"), map(float, values.split("\t"))))
-    for name, values in ours.items():
-        assert theirs[name] == pytest.approx(sum(values) / len(values), abs=2e-3), name
+    ours = corpus_latency(sentences)
+    for name in ("LAAL", "AL", "AP", "DAL"):
+        assert theirs[name] == pytest.approx(ours[name], abs=2e-3), name
+    # With --output, SimulEval 1.1.4 re-reads its instances from instances.log (LogInstance) and
+    # its ATD scorer then takes the speech branch (300 units per source token, target tokens of
+    # length 0). The text-to-text ATD is what its scorer gives on text instances: compare that.
+    from simuleval.evaluator.instance import TextToTextInstance
+    from simuleval.evaluator.scorers.latency_scorer import ATDScorer
+
+    text_instances = {}
+    for i, instance in enumerate(instances):
+        text_instances[i] = object.__new__(TextToTextInstance)
+        text_instances[i].delays, text_instances[i].metrics = instance["delays"], {}
+    assert ATDScorer()(text_instances) == pytest.approx(ours["ATD"])
 
 
 def test_streaming_attention_plot(trained, toy_data_bin, tmp_path):

@@ -1,8 +1,8 @@
-"""AP, AL, DAL (fairseq_vision_attn/latency.py): the MILk paper's worked examples, wait-k, hand
+"""AP, AL, DAL, LAAL, ATD (fairseq_vision_attn/latency.py): the MILk paper's worked examples, wait-k, hand
 values, differentiability, batching, and agreement with SimulEval's scorers."""
 
+import math
 import random
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -11,6 +11,8 @@ from fairseq_vision_attn.attention.waitk import waitk_delays
 from fairseq_vision_attn.latency import (
     average_lagging,
     average_proportion,
+    average_token_delay,
+    corpus_latency,
     differentiable_average_lagging,
     latency_scores,
 )
@@ -94,26 +96,80 @@ def test_batched_with_padding_equals_one_at_a_time_and_is_differentiable():
     )
 
 
+def _simuleval_text_instance(delays, src_len, ref_len):
+    """A SimulEval 1.1.4 text-to-text instance carrying only what its scorers read."""
+    from simuleval.evaluator.instance import TextToTextInstance
+
+    instance = object.__new__(TextToTextInstance)
+    instance.delays = delays
+    instance.reference = None if ref_len is None else " ".join(["w"] * ref_len)
+    instance.source = ["w"] * src_len
+    instance.latency_unit = "word"
+    instance.metrics = {}
+    return instance
+
+
+def _latency_cases(rng):
+    """Random non-decreasing delays, plus the edge cases: all delays = |x|, a hypothesis longer
+    than the reference, one token, a source read whole before the first write."""
+    for _ in range(200):
+        src_len, hyp_len, ref_len = rng.randint(1, 15), rng.randint(1, 15), rng.randint(1, 15)
+        yield sorted(rng.randint(1, src_len) for _ in range(hyp_len)), src_len, ref_len
+    yield [4, 4, 4], 4, 3
+    yield [4] * 9, 4, 3  # longer than the reference, all at |x|
+    yield [1, 2, 3, 3, 3, 3, 3], 3, 2
+    yield [2], 5, 6
+    yield [5, 5], 5, 1
+
+
 def test_agrees_with_simuleval_scorers():
     scorers = pytest.importorskip(
         "simuleval.evaluator.scorers.latency_scorer",
         reason="SimulEval is not installed (pip install .[simuleval])",
     )
     rng = random.Random(1)
-    for _ in range(30):
-        src_len, hyp_len, ref_len = rng.randint(1, 15), rng.randint(1, 15), rng.randint(1, 15)
-        delays = sorted(rng.randint(1, src_len) for _ in range(hyp_len))
+    for delays, src_len, ref_len in _latency_cases(rng):
         for use_ref in (False, True):
-            instance = SimpleNamespace(
-                delays=delays,
-                source_length=src_len,
-                reference="x" if use_ref else None,
-                reference_length=ref_len,
-            )
+            instance = _simuleval_text_instance(delays, src_len, ref_len if use_ref else None)
             ours = latency_scores(delays, src_len, ref_len=ref_len if use_ref else None)
-            for name, cls in (("AL", scorers.ALScorer), ("AP", scorers.APScorer), ("DAL", scorers.DALScorer)):
-                theirs = cls(use_ref_len=use_ref).compute(instance)
-                assert ours[name] == pytest.approx(theirs), (name, delays, src_len, use_ref)
+            for name in ("AL", "AP", "DAL", "LAAL"):
+                theirs = scorers.LATENCY_SCORERS_DICT[name](use_ref_len=use_ref).compute(instance)
+                assert ours[name] == pytest.approx(theirs), (name, delays, src_len, ref_len, use_ref)
+            theirs = scorers.LATENCY_SCORERS_DICT["ATD"]()({0: instance})
+            assert ours["ATD"] == pytest.approx(theirs), ("ATD", delays, src_len)
+
+
+def test_corpus_means_skip_empty_hypotheses_as_simuleval_does():
+    scorers = pytest.importorskip(
+        "simuleval.evaluator.scorers.latency_scorer",
+        reason="SimulEval is not installed (pip install .[simuleval])",
+    )
+    sentences = [([1, 3, 3], 3, 4), ([], 5, 2), ([2, 2, 4, 4, 4, 4], 4, 3)]
+    instances = {i: _simuleval_text_instance(*sentence) for i, sentence in enumerate(sentences)}
+    ours = corpus_latency([latency_scores(d, x, ref_len=r) for d, x, r in sentences])
+    assert math.isnan(latency_scores([], 5, ref_len=2)["LAAL"])
+    for name in ("AL", "AP", "DAL", "LAAL", "ATD"):
+        assert ours[name] == pytest.approx(scorers.LATENCY_SCORERS_DICT[name]()(instances)), name
+
+
+def test_laal_and_atd_by_hand():
+    # LAAL: the 6-token hypothesis of a 3-token reference lags as if |y| = 6 (AL would use 3 with
+    # the reference: 1/tau sum (g_i - (i-1)|x|/|y|)); without a reference LAAL = AL.
+    assert latency_scores([1, 2, 2, 3, 3, 3], 3, ref_len=3)["LAAL"] == pytest.approx((1 + 1.5 + 1 + 1.5) / 4)
+    assert latency_scores([1, 2, 2, 3, 3, 3], 3, ref_len=3)["AL"] == pytest.approx((1 + 1 + 0 + 0) / 4)
+    assert latency_scores([1, 2, 3], 3, ref_len=6)["LAAL"] == pytest.approx((1 + 1.5 + 2) / 3)
+    no_ref = latency_scores([1, 2, 2, 3], 3)
+    assert no_ref["LAAL"] == no_ref["AL"]
+    # ATD: delays [2, 2, 3] on 3 source tokens: target tokens end at 3, 4, 5 and are matched to
+    # source tokens 1, 2, 3 (ending at 1, 2, 3): every token is 2 behind.
+    assert latency_scores([2, 2, 3], 3)["ATD"] == pytest.approx(2.0)
+    # offline: all n source tokens read, then n tokens written: token i ends at n + i, matched to i
+    for n in (1, 4, 9):
+        assert latency_scores([n] * n, n)["ATD"] == pytest.approx(n)
+    # wait-1 on equal lengths: each target token ends one unit after its source token
+    assert latency_scores([1, 2, 3, 4], 4)["ATD"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="non-decreasing"):
+        average_token_delay([2, 1])
 
 
 def test_waitk_schedule_with_rate_and_short_sources():

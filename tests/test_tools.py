@@ -193,11 +193,11 @@ def test_latency_plot_reads_the_report_table(tmp_path):
 
     table = tmp_path / "latency_table.tsv"
     table.write_text(
-        "system\tBLEU\tsrc_len\tAL\tAP\tDAL\n"
-        "offline_global\t30.1\t12.0\t-\t-\t-\n"
-        "waitk_1\t20.0\t12.0\t1.2\t0.55\t1.9\n"
-        "waitk_3\t25.0\t12.0\t3.1\t0.62\t3.5\n"
-        "milk_0.1\t28.0\t12.0\t4.0\t0.70\t4.6\n"
+        "system\tBLEU\tsrc_len\tAL\tAP\tDAL\tLAAL\n"
+        "offline_global\t30.1\t12.0\t-\t-\t-\t-\n"
+        "waitk_1\t20.0\t12.0\t1.2\t0.55\t1.9\t1.3\n"
+        "waitk_3\t25.0\t12.0\t3.1\t0.62\t3.5\t3.2\n"
+        "milk_0.1\t28.0\t12.0\t4.0\t0.70\t4.6\t4.1\n"
     )
     points = plots.read_latency_points(table)
     assert [(name, family) for name, family, _, _ in points] == [
@@ -206,11 +206,17 @@ def test_latency_plot_reads_the_report_table(tmp_path):
         ("waitk_3", "waitk"),
         ("milk_0.1", "milk"),
     ]
-    assert points[2][3] == {"DAL": 3.5, "AL": 3.1, "AP": 0.62}
+    assert points[2][3] == {"DAL": 3.5, "LAAL": 3.2, "AL": 3.1, "AP": 0.62}
+    assert list(plots.read_latency_points(table, ["LAAL"])[2][3]) == ["LAAL"]
     out = tmp_path / "latency.png"
     plots.main(["latency", "--points", str(table), "--out", str(out)])
     assert out.stat().st_size > 10_000
+    one = tmp_path / "laal.png"
+    plots.main(["latency", "--points", str(table), "--out", str(one), "--metrics", "LAAL"])
+    assert 0 < one.stat().st_size < out.stat().st_size  # one panel where the default drew four
+    with pytest.raises(SystemExit, match="no column ATD"):
+        plots.read_latency_points(table, ["DAL", "ATD"])
     bad = tmp_path / "bad.tsv"
     bad.write_text("system\tBLEU\twindow_sizes\nglobal\t30\t9\n")
-    with pytest.raises(SystemExit, match="no column DAL, AL, AP"):
+    with pytest.raises(SystemExit, match="no column DAL"):
         plots.read_latency_points(bad)

@@ -14,14 +14,18 @@ delays). Training with it is identical to ``--task translation``.
 ``src_len`` and ``hypo_len`` count real tokens and EOS (fairseq appends EOS to both sides);
 each per-step list has one value per target token, the EOS step included (see
 :mod:`..stats`). Streaming checkpoints add ``delays`` (source tokens read before each written
-token, EOS included) and the sentence's ``AL``, ``AP`` and ``DAL`` on |x| = ``src_len`` and |y| =
-``hypo_len`` (:mod:`..latency`). At the end of the run one line of corpus averages (including
-AL, AP, DAL) is printed after BLEU: the beam search's own per-step averages always, the chosen
+token, EOS included) and the sentence's ``AL``, ``AP``, ``DAL`` and ``ATD`` on |x| = ``src_len``
+and |y| = ``hypo_len``, and ``LAAL`` with |y| = max(``hypo_len``, ``ref_len``), the reference's
+length with EOS (fairseq-generate; fairseq-interactive has no reference: there LAAL = AL)
+(:mod:`..latency`). Rows are written as sentences are decoded and sorted by ``id`` at the end of
+the run. At the end of the run one line of corpus averages (including
+the latency metrics) is printed after BLEU: the beam search's own per-step averages always, the chosen
 hypotheses' per-token means only with ``--stats-output`` (after a beam search they cost one
 teacher-forced pass, see :mod:`..stats`).
 """
 
 import atexit
+import json
 import logging
 import math
 import os
@@ -33,6 +37,7 @@ from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from ..errors import VisionAttnError
+from ..latency import latency_scores
 from ..models.lstm_attention import refuse_ignored_flags
 from ..simultaneous import SimultaneousGenerator, streaming_attention
 from ..stats import CorpusStats, SearchStats, forced_statistics, format_summary, write_row
@@ -71,6 +76,18 @@ def open_stats_output(path):
         return open(path, "w", encoding="utf-8")
     except OSError as err:
         raise VisionAttnError(f"--stats-output {path}: cannot be written ({err.strerror})") from None
+
+
+def sort_rows_by_id(path):
+    """Rewrite a finished ``--stats-output`` file in sentence-id order (it is written in batch
+    order as decoding goes, so an interrupted run keeps what it decoded)."""
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.readlines()
+    lines.sort(key=lambda line: json.loads(line)["id"])
+    partial = f"{path}.sorting"
+    with open(partial, "w", encoding="utf-8") as handle:
+        handle.writelines(lines)
+    os.replace(partial, path)
 
 
 def set_generation_flag(model, attention, attribute, value, flag, needs):
@@ -218,12 +235,17 @@ class TranslationVisionAttnTask(TranslationTask):
             ids = sample["id"].tolist()
         else:  # fairseq-interactive: sentences numbered in input order
             ids = list(range(self.corpus_stats.sentences, self.corpus_stats.sentences + len(best)))
+        target = sample.get("target")  # absent in fairseq-interactive
         for i, sample_id in enumerate(ids):
             row = {"id": sample_id, "src_len": int(src_lengths[i]), "hypo_len": len(best[i])}
             row.update(per_step[i])
             if "delays" in hypos[i][0]:  # simultaneous decoding: the delays it wrote with
                 row["delays"] = hypos[i][0]["delays"]
-                row.update({name: round(value, 4) for name, value in hypos[i][0]["latency"].items()})
+                scores = dict(hypos[i][0]["latency"])  # AL, AP, DAL on the hypothesis length
+                if target is not None:  # LAAL with the reference (EOS included, like hypo_len)
+                    row["ref_len"] = int(target[i].ne(self.tgt_dict.pad()).sum())
+                    scores["LAAL"] = latency_scores(row["delays"], row["src_len"], row["ref_len"])["LAAL"]
+                row.update({name: round(value, 4) for name, value in scores.items()})
             self.corpus_stats.add(row)
             if self.stats_handle is not None:
                 write_row(self.stats_handle, row)
@@ -245,6 +267,7 @@ class TranslationVisionAttnTask(TranslationTask):
             print(format_summary(self.corpus_stats, self.search_stats), flush=True)
         if self.stats_handle is not None:
             self.stats_handle.close()
+            sort_rows_by_id(self.cfg.stats_output)
 
 
 def _is_ours(model):
