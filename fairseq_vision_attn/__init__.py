@@ -5,8 +5,14 @@ Loaded with ``--user-dir fairseq_vision_attn`` (or by import), it registers the 
 package's criteria. See README.md for the map of files to papers.
 """
 
-from ._checkpoint_compat import allow_fairseq_checkpoint_globals, guard_damaged_checkpoints
-from .errors import VisionAttnError, install_excepthook
+import logging
+
+# fairseq's text-to-speech task logs "Please install tensorboardX" at INFO when imported; the
+# package's own commands (python -m fairseq_vision_attn.*) import fairseq first and would print it.
+logging.getLogger("fairseq.tasks.text_to_speech").setLevel(logging.WARNING)
+
+from ._checkpoint_compat import allow_fairseq_checkpoint_globals, guard_damaged_checkpoints  # noqa: E402
+from .errors import VisionAttnError, install_excepthook  # noqa: E402
 
 allow_fairseq_checkpoint_globals()
 guard_damaged_checkpoints()
