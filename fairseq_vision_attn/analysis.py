@@ -86,7 +86,7 @@ def format_report(groups, per_type, min_count=20, top=10):
     return "\n".join(lines)
 
 
-def main(argv=None):
+def get_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     words = sub.add_parser("temperature-by-word", help="mean SACT temperature on function vs content words")
@@ -95,6 +95,11 @@ def main(argv=None):
     words.add_argument("--dict", required=True, help="the target dictionary (dict.TGT.txt)")
     words.add_argument("--function-words", type=int, default=50, metavar="N")
     words.add_argument("--min-count", type=int, default=20, metavar="N")
+    return parser
+
+
+def main(argv=None):
+    parser = get_parser()
     args = parser.parse_args(argv)
     groups, per_type = temperature_by_word(
         read_sentences(args.generate),

@@ -369,7 +369,7 @@ def add_checkpoint_plot(sub, name, help_text, subset):
     plot.add_argument("--out-dir", required=True)
 
 
-def main(argv=None):
+def get_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help_text in (
@@ -404,6 +404,11 @@ def main(argv=None):
     latency.add_argument("--out", required=True)
     latency.add_argument("--title", default="latency / quality")
     add_checkpoint_plot(sub, "streaming-attention", "attention with the hard head (MILk Figs. 4-5)", "test")
+    return parser
+
+
+def main(argv=None):
+    parser = get_parser()
     args = parser.parse_args(argv)
     if args.command == "latency":
         plot_latency(read_latency_points(args.points, args.metrics), args.out, args.title)

@@ -76,7 +76,7 @@ def format_table(rows, columns):
     return "\n".join(lines)
 
 
-def main(argv=None):
+def get_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument(
         "systems",
@@ -90,6 +90,11 @@ def main(argv=None):
         action="store_true",
         help="print 'NAME<TAB>window<TAB>BLEU' lines (for plots tradeoff) instead of a table",
     )
+    return parser
+
+
+def main(argv=None):
+    parser = get_parser()
     args = parser.parse_args(argv)
     rows, columns = [], []
     for spec in args.systems:

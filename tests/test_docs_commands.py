@@ -67,13 +67,17 @@ def documented_commands():
         for snippet in _snippets(text):
             for words in _commands(snippet):
                 program = words[0]
-                checkable = program in FAIRSEQ_PARSERS or (
-                    program == "python"
-                    and len(words) > 2
-                    and (
-                        words[1] == "-m"
-                        and words[2].startswith("fairseq_vision_attn")
-                        or words[1].endswith(".py")
+                checkable = (
+                    program in FAIRSEQ_PARSERS
+                    or words[:2] == ["bash", "recipes/prepare_data.sh"]
+                    or (
+                        program == "python"
+                        and len(words) > 2
+                        and (
+                            words[1] == "-m"
+                            and words[2].startswith("fairseq_vision_attn")
+                            or words[1].endswith(".py")
+                        )
                     )
                 )
                 if checkable:
@@ -128,6 +132,8 @@ def test_documented_command_parses(where, words, monkeypatch, capsys):
             options.parse_args_and_arch(FAIRSEQ_PARSERS[program](), argv)
             return
         _parse_only(monkeypatch)
+        if program == "bash":  # recipes/prepare_data.sh runs python -m fairseq_vision_attn.prepare_data
+            argv = ["-m", "fairseq_vision_attn.prepare_data", *argv[1:]]
         if argv[0] == "-m":
             module = importlib.import_module(argv[1])
             monkeypatch.setattr(sys, "argv", [argv[1], *argv[2:]])
