@@ -11,11 +11,12 @@
 # 5. the Fig. 3 sweep of tau on dev and test with the fine-tuned model, and its plot;
 # 6. vision-span plots (Fig. 1b) for a few test sentences.
 # Environment: EPOCHS (8), BEAM (5; the paper uses 20), SENTENCES ("1 2 3" for the span plots),
-# FIG3_SUBSETS ("valid test").
+# FIG3_SUBSETS ("valid test"), DEVICE (auto: the GPU when there is one; cpu, cuda).
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-DATA=${1:-../shared/data/small_parallel_enja}
-OUT=${2:-outputs/flexible_enja}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+DATA=$(arg_path "${1:-}" "$ROOT/../shared/data/small_parallel_enja")
+OUT=$(arg_path "${2:-}" "$ROOT/outputs/flexible_enja")
+cd "$ROOT"
 BEAM=${BEAM:-5}
 SENTENCES=${SENTENCES:-"1 2 3"}
 BIN=$OUT/data-bin
@@ -36,9 +37,10 @@ decode() {
   local f
   f="$OUT/decode/$(slug "$1")"
   mkdir -p "$OUT/decode"
+  say "decoding $1 ($3, tau = $4)"
   fairseq-generate "$BIN" --user-dir fairseq_vision_attn --task translation_vision_attn --path "$2" \
-    --gen-subset "$3" --beam "$BEAM" --batch-size 64 --cpu --vision-span-threshold "$4" \
-    --stats-output "$f.jsonl" > "$f.txt" 2> "$f.log" || { tail -n 20 "$f.log" >&2; exit 1; }
+    --gen-subset "$3" --beam "$BEAM" --batch-size 64 "${DEVICE_FLAGS[@]}" --vision-span-threshold "$4" \
+    --stats-output "$f.jsonl" > "$f.txt" 2> "$f.log" || fail "decoding $1 failed: $(explain "$f.log") (log: $f.log)"
   python -m fairseq_vision_attn.report --points "$1=$f.txt:$f.jsonl"
 }
 ckpt() { echo "$OUT/$1/checkpoints/checkpoint_best.pt"; }
@@ -60,7 +62,8 @@ PY
 tau=$(pick_tau lstm_flexible)
 reference=$(head -n 1 "$OUT/dev_sweep.lstm_flexible.tsv" | cut -f 3)
 tau_ft=$(pick_tau lstm_flexible_ft "$reference")
-echo "chosen thresholds: flexible tau*=$tau, fine-tuned tau*=$tau_ft" | tee "$OUT/thresholds.txt"
+echo "chosen thresholds: flexible tau*=$tau, fine-tuned tau*=$tau_ft" > "$OUT/thresholds.txt"
+say "chosen thresholds (dev): flexible tau* = $tau, fine-tuned tau* = $tau_ft"
 
 table=$OUT/table1.tsv
 {
@@ -86,4 +89,4 @@ done
 ft="$OUT/decode/$(slug "+fine-tuning(tau=$tau_ft)")"
 python -m fairseq_vision_attn.plots span --generate "$ft.txt" --stats "$ft.jsonl" --ids $SENTENCES \
   --out-dir "$OUT/spans"
-echo "wrote $table, $OUT/fig3_{valid,test}.png and $OUT/spans/"
+say "table: $table; plots: $OUT/fig3_{valid,test}.png, $OUT/spans/"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Britz et al. (2017) fixed-size memory attention, CPU-sized.
-#   bash recipes/memory_attention.sh [OUT_DIR] [REAL_DATA_DIR]
+#   bash recipes/memory_attention.sh [REAL_DATA_DIR] [OUT_DIR]
 # Stage "toy" (Table 1 and Fig. 3a): the copy task with vocabulary 20 and random lengths up to L
 # for L in LENGTHS; lstm_noattn, lstm_memory for K in SIZES, lstm_global (and K=NORM_K with
 # --memory-normalize slots, the paper's literal Eq. 5); BLEU and fairseq-generate seconds on the
@@ -11,16 +11,19 @@
 # Environment: STAGES ("toy real"), LENGTHS ("10 50 100"; the paper adds 200), SIZES ("1 4 16 32
 # 64"), NORM_K (16; empty: no slots-normalised system), BASELINES ("noattn global"), TRAIN (20000;
 # paper 100000), VALID (1000), EPOCHS (10), BATCH (16; paper 128), LR (0.001; paper 0.0001),
-# PARAM_INIT (0.1, --param-init of every run; 0 = PyTorch's defaults, which the README's
+# PARAM_INIT (0.1, --param-init of every run; 0 = PyTorch's defaults, which docs/results.md's
 # length-10/50 rows and En-Ja table used), DIM (128), LAYERS (1; paper 2x256), BEAM (10),
 # CURVE_LENGTH (50), ALIGN_K (16: the K of the heatmaps), ALIGN_IDS ("0 1 2": validation sentences
 # drawn), REAL_EPOCHS (8). Empty LENGTHS, SIZES, NORM_K or BASELINES mean none.
 # On a CPU a batch of 16 learns the copy task much faster per second than the paper's 128: 8x the
-# updates per epoch for 1.7x the time per epoch (README, toy copy section).
+# updates per epoch for 1.7x the time per epoch (docs/results.md, toy copy section).
+# DEVICE (auto: the GPU when there is one; cpu, cuda).
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
-OUT=${1:-outputs/memory}
-REAL_DATA=${2:-../shared/data/small_parallel_enja}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+REAL_DATA=$(arg_path "${1:-}" "$ROOT/../shared/data/small_parallel_enja")
+OUT=$(arg_path "${2:-}" "$ROOT/outputs/memory")
+check_order "$REAL_DATA" "$OUT" train.en
+cd "$ROOT"
 STAGES=${STAGES:-"toy real"}
 LENGTHS=${LENGTHS-"10 50 100"}
 SIZES=${SIZES-"1 4 16 32 64"}
@@ -51,25 +54,27 @@ train_toy() {
   local bin=$1 dir=$2 arch=$3; shift 3
   [ -f "$dir/checkpoint_best.pt" ] && return 0
   mkdir -p "$dir"
+  train_logged "$(basename "$(dirname "$dir")")/$(basename "$dir")" "$dir/train.log" "$EPOCHS" \
   fairseq-train "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn --arch "$arch" \
     --encoder-embed-dim "$DIM" --encoder-hidden-size "$DIM" --encoder-layers "$LAYERS" \
     --decoder-embed-dim "$DIM" --decoder-hidden-size "$DIM" --decoder-layers "$LAYERS" \
     --decoder-out-embed-dim "$DIM" --dropout 0.2 --optimizer adam --lr "$LR" --clip-norm 3 \
     --param-init "$PARAM_INIT" --batch-size "$BATCH" --max-tokens 12000 --max-epoch "$EPOCHS" \
-    --criterion cross_entropy --cpu \
+    --criterion cross_entropy "${DEVICE_FLAGS[@]}" \
     --num-workers 0 --seed 1 --save-dir "$dir" --no-epoch-checkpoints --log-format simple \
     --log-interval 100 --max-source-positions 1024 --max-target-positions 1024 \
     --eval-bleu --eval-bleu-detok space --eval-bleu-args '{"beam": 1}' --best-checkpoint-metric bleu \
-    --maximize-best-checkpoint-metric "$@" > "$dir/train.log" 2>&1 || { tail -n 30 "$dir/train.log" >&2; exit 1; }
+    --maximize-best-checkpoint-metric "$@"
 }
 
 # decode_toy BIN DIR NAME: prints "NAME<TAB>BLEU<TAB>seconds" (fairseq-generate's own timing)
 decode_toy() {
   local bin=$1 dir=$2 name=$3
+  say "decoding $name (valid, beam $BEAM)"
   fairseq-generate "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn \
-    --path "$dir/checkpoint_best.pt" --gen-subset valid --beam "$BEAM" --batch-size 50 --cpu \
+    --path "$dir/checkpoint_best.pt" --gen-subset valid --beam "$BEAM" --batch-size 50 "${DEVICE_FLAGS[@]}" \
     --max-len-a 1.2 --max-len-b 10 > "$dir/generate.txt" 2> "$dir/generate.log" \
-    || { tail -n 20 "$dir/generate.log" >&2; exit 1; }
+    || fail "decoding $name failed: $(explain "$dir/generate.log") (log: $dir/generate.log)"
   local bleu seconds
   bleu=$(python -m fairseq_vision_attn.report "x=$dir/generate.txt" | tail -n 1 | cut -f 2)
   seconds=$(grep -o "Translated .* in [0-9.]*s" "$dir/generate.log" | sed 's/.* in \([0-9.]*\)s/\1/')
@@ -82,11 +87,13 @@ if [[ " $STAGES " == *" toy "* ]]; then
   for L in $LENGTHS; do
     d=$OUT/copy$L
     if [ ! -f "$d/data-bin/dict.src.txt" ]; then
+      say "copy task, lengths 1-$L: generating and binarizing"
       python -m fairseq_vision_attn.toydata --task copy --out-dir "$d/raw" --train-size "$TRAIN" \
         --valid-size "$VALID" --test-size 100 --vocab-size 20 --min-len 1 --max-len "$L" --seed 1
       fairseq-preprocess --source-lang src --target-lang tgt --trainpref "$d/raw/train" \
         --validpref "$d/raw/valid" --testpref "$d/raw/test" --destdir "$d/data-bin" \
-        --joined-dictionary --workers 2 > "$d/preprocess.log" 2>&1
+        --joined-dictionary --workers 2 > "$d/preprocess.log" 2>&1 \
+        || fail "binarizing copy$L failed: $(explain "$d/preprocess.log") (log: $d/preprocess.log)"
     fi
     systems=()
     for b in $BASELINES; do systems+=("lstm_$b:$b:"); done
@@ -103,6 +110,7 @@ if [[ " $STAGES " == *" toy "* ]]; then
     done
   done
   column -t -s$'\t' "$table"
+  say "table: $table"
   c=$OUT/copy$CURVE_LENGTH
   if [ -d "$c" ]; then
     curves=()
@@ -128,10 +136,12 @@ if [[ " $STAGES " == *" real "* ]]; then
   specs=()
   for name in lstm_global memory_K32 memory_K32_pe memory_K64 memory_K64_pe; do
     f=$OUT/real/$name
+    say "decoding $name (test, beam 5)"
     fairseq-generate "$BIN" --user-dir fairseq_vision_attn --task translation_vision_attn \
-      --path "$f/checkpoints/checkpoint_best.pt" --gen-subset test --beam 5 --batch-size 64 --cpu \
-      > "$f/generate.txt" 2> "$f/generate.log" || { tail -n 20 "$f/generate.log" >&2; exit 1; }
+      --path "$f/checkpoints/checkpoint_best.pt" --gen-subset test --beam 5 --batch-size 64 "${DEVICE_FLAGS[@]}" \
+      > "$f/generate.txt" 2> "$f/generate.log" || fail "decoding $name failed: $(explain "$f/generate.log")"
     specs+=("$name=$f/generate.txt")
   done
   python -m fairseq_vision_attn.report "${specs[@]}" | tee "$OUT/memory_real.tsv"
+  say "table: $OUT/memory_real.tsv"
 fi

@@ -1,7 +1,9 @@
-"""The recipes refuse bad settings with one line naming the setting and exit 2, before any work.
+"""The recipes refuse bad settings with one line naming the setting and exit 2, before any work;
+they take [DATA_DIR] [OUT_DIR] in that order, resolve relative paths against the directory they
+are started from, and report a failed training in one line.
 
-Each case runs the real script; a refusal must come before training or data preparation, so the
-output directory is never created and nothing else runs.
+Each refusal case runs the real script; a refusal must come before training or data preparation,
+so the output directory is never created and nothing else runs.
 """
 
 import os
@@ -14,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_recipe(script, args, env_extra):
+def run_recipe(script, args, env_extra, cwd=None):
     env = dict(os.environ, **env_extra)
     # the recipes call `python -m ...` and fairseq's CLIs from the active environment
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
@@ -23,7 +25,8 @@ def run_recipe(script, args, env_extra):
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=300,
+        cwd=cwd,
     )
 
 
@@ -37,7 +40,9 @@ def run_recipe(script, args, env_extra):
 )
 def test_memory_recipe_refuses_bad_settings(tmp_path, env_extra, message):
     out = tmp_path / "out"
-    result = run_recipe("memory_attention.sh", [str(out)], {"STAGES": "toy", **env_extra})
+    result = run_recipe(
+        "memory_attention.sh", [str(tmp_path / "no_data"), str(out)], {"STAGES": "toy", **env_extra}
+    )
     assert result.returncode == 2
     assert message in result.stderr
     assert not out.exists()
@@ -55,7 +60,7 @@ def test_memory_recipe_refuses_bad_settings(tmp_path, env_extra, message):
 )
 def test_simultaneous_recipe_refuses_bad_settings(tmp_path, env_extra, message):
     out = tmp_path / "out"
-    result = run_recipe("simultaneous.sh", [str(out), str(tmp_path / "no_data")], env_extra)
+    result = run_recipe("simultaneous.sh", [str(tmp_path / "no_data"), str(out)], env_extra)
     assert result.returncode == 2
     assert message in result.stderr
     assert not out.exists()
@@ -64,5 +69,63 @@ def test_simultaneous_recipe_refuses_bad_settings(tmp_path, env_extra, message):
 def test_prepare_data_refuses_unknown_corpus(tmp_path):
     result = run_recipe("prepare_data.sh", ["fren", str(tmp_path / "raw"), str(tmp_path / "out")], {})
     assert result.returncode == 2
-    assert "unknown corpus 'fren'; valid choices: enja, deen" in result.stderr
+    assert "invalid choice: 'fren'" in result.stderr and "'raw', 'enja', 'deen'" in result.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "raw").exists()
+
+
+@pytest.mark.parametrize(
+    "script, corpus_file", [("simultaneous.sh", "train.de"), ("memory_attention.sh", "train.en")]
+)
+def test_recipes_refuse_the_old_argument_order(tmp_path, script, corpus_file):
+    """memory_attention.sh and simultaneous.sh took OUT_DIR first; now every recipe takes
+    [DATA_DIR] [OUT_DIR]. A corpus given second is recognised and refused in one line."""
+    corpus, out = tmp_path / "corpus", tmp_path / "out"
+    corpus.mkdir()
+    (corpus / corpus_file).write_text("x\n")
+    result = run_recipe(script, [str(out), str(corpus)], {})
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"[{script[:-3]}] error: the arguments are [DATA_DIR] [OUT_DIR]; {corpus} holds the corpus "
+        f"({corpus_file}) and {out} does not: swap them"
+    ]
+
+
+def test_relative_paths_are_the_callers(tmp_path):
+    """A relative DATA_BIN is resolved against the directory the recipe was started from (the
+    recipe then works from the repository root)."""
+    result = run_recipe("train.sh", ["lstm_global", "bin", "exp"], {}, cwd=tmp_path)
+    assert result.returncode == 2
+    assert f"DATA_BIN {tmp_path}/bin holds no fairseq dictionary" in result.stderr
+
+
+def test_failed_training_is_one_line(tmp_path, toy_data_bin):
+    """fairseq's output goes to the log; the terminal gets the one line that says why."""
+    out = tmp_path / "exp"
+    result = run_recipe(
+        "train.sh",
+        ["lstm_global", str(toy_data_bin / "data-bin"), str(out), "--memory-size", "3"],
+        {"EPOCHS": "1", "DEVICE": "cpu"},
+    )
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert lines[0] == f"[train] lstm_global: training, up to 1 epochs (log: {out}/train.log)"
+    assert len(lines) == 2 and lines[1].startswith("[train] error: lstm_global: training failed: ")
+    assert "--memory-size 3 has no effect here" in lines[1] and "Traceback" not in result.stderr
+    assert "--memory-size 3 has no effect here" in (out / "train.log").read_text()
+
+
+def test_training_prints_one_line_per_epoch(tmp_path, toy_data_bin):
+    out = tmp_path / "exp"
+    result = run_recipe(
+        "train.sh",
+        ["lstm_global", str(toy_data_bin / "data-bin"), str(out), "--max-tokens", "500"],
+        {"EPOCHS": "2", "DEVICE": "cpu"},
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines[1].startswith("lstm_global: epoch 1/2 valid loss ") and "left at most" in lines[1]
+    assert lines[2].startswith("lstm_global: epoch 2/2 valid loss ") and lines[3].startswith(
+        "lstm_global: done"
+    )
+    assert len(lines) == 4 and (out / "checkpoints" / "checkpoint_best.pt").exists()
+    assert "fairseq_cli.train" in (out / "train.log").read_text()  # fairseq's own output is in the log

@@ -1,0 +1,49 @@
+# Helpers the recipes share (sourced, not run): paths, the device, progress lines, failures.
+#   source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# Paths given on the command line are relative to the directory the recipe was started from;
+# defaults are relative to the repository root ($ROOT), where the recipe then works.
+# DEVICE: auto (default: the GPU when torch sees one, else the CPU), cpu or cuda.
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CALLER=$PWD
+RECIPE=$(basename "$0" .sh)
+
+# arg_path VALUE DEFAULT: VALUE resolved against the caller's directory; DEFAULT when empty
+arg_path() {
+  if [ -z "$1" ]; then printf '%s\n' "$2"
+  elif [[ $1 == /* ]]; then printf '%s\n' "$1"
+  else printf '%s\n' "$CALLER/$1"; fi
+}
+
+say() { echo "[$RECIPE] $*" >&2; }
+fail() { echo "[$RECIPE] error: $*" >&2; exit 1; }
+usage_error() { echo "[$RECIPE] error: $*" >&2; exit 2; }
+explain() { python "$ROOT/recipes/progress.py" --explain "$1"; }
+
+DEVICE=${DEVICE:-auto}
+case $DEVICE in
+  auto) if python -c "import sys, torch; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
+          DEVICE=cuda; else DEVICE=cpu; fi ;;
+  cpu | cuda) ;;
+  *) echo "DEVICE: '$DEVICE' is not one of: auto, cpu, cuda" >&2; exit 2 ;;
+esac
+export DEVICE
+# fairseq's flag for the device: --cpu, or nothing (fairseq uses the GPU when it sees one)
+DEVICE_FLAGS=()
+if [ "$DEVICE" = cpu ]; then DEVICE_FLAGS=(--cpu); fi
+
+# train_logged NAME LOG MAX_EPOCH COMMAND...: COMMAND's output appended to LOG, one line per
+# epoch on the terminal, one line and exit status 1 if it fails
+train_logged() {
+  local name=$1 log=$2 epochs=$3; shift 3
+  say "$name: training, up to $epochs epochs (log: $log)"
+  if ! "$@" 2>&1 | python "$ROOT/recipes/progress.py" --name "$name" --log "$log" --max-epoch "$epochs"; then
+    fail "$name: training failed: $(explain "$log") (log: $log)"
+  fi
+}
+
+# check_order DATA_DIR OUT_DIR FILE: refuse the pre-2026-11 argument order (OUT_DIR DATA_DIR)
+check_order() {
+  if [ -f "$2/$3" ] && [ ! -f "$1/$3" ]; then
+    usage_error "the arguments are [DATA_DIR] [OUT_DIR]; $2 holds the corpus ($3) and $1 does not: swap them"
+  fi
+}
