@@ -17,6 +17,7 @@ import math
 import sys
 from collections import defaultdict
 
+from .errors import one_line_errors
 from .plots import read_sentences, read_stats
 
 
@@ -98,6 +99,7 @@ def get_parser():
     return parser
 
 
+@one_line_errors
 def main(argv=None):
     parser = get_parser()
     args = parser.parse_args(argv)

@@ -9,6 +9,7 @@ Any other exception keeps Python's normal traceback.
 """
 
 import argparse
+import functools
 import math
 import sys
 
@@ -153,3 +154,45 @@ def check(condition, message):
     """Raise :class:`VisionAttnError` with ``message`` unless ``condition`` holds."""
     if not condition:
         raise VisionAttnError(message)
+
+
+# ---------------------------------------------------------------------------------------
+# The package's own commands (plots, analysis, report, toydata): one line and exit 2 for
+# every error about their input, the same contract as the fairseq entry points.
+# ---------------------------------------------------------------------------------------
+
+
+def _os_error_line(err):
+    where = f"{err.filename}: " if err.filename else ""
+    return f"{where}{err.strerror or err}"
+
+
+def one_line_errors(main):
+    """Wrap a command's ``main(argv)``: a :class:`VisionAttnError`, an ``OSError`` (a missing
+    or unwritable file) or a ``SystemExit`` with a message prints ``fairseq-vision-attn: error:
+    <message>`` and exits 2; argparse's own errors keep their usage line and exit 2."""
+
+    @functools.wraps(main)
+    def wrapped(argv=None):
+        try:
+            return main(argv)
+        except SystemExit as exit_:
+            if not isinstance(exit_.code, str):
+                raise
+            line = exit_.code
+        except VisionAttnError as err:
+            line = str(err)
+        except OSError as err:
+            line = _os_error_line(err)
+        sys.stderr.write(f"fairseq-vision-attn: error: {line}\n")
+        sys.exit(2)
+
+    return wrapped
+
+
+def number(text, where):
+    """float(text), or a VisionAttnError naming ``where`` (file and line)."""
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        raise VisionAttnError(f"{where}: expected a number, got {text!r}") from None

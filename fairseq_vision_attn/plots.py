@@ -30,6 +30,8 @@ import logging
 import math
 import os
 import re
+import sys
+import textwrap
 
 # fairseq configures the root logger at DEBUG level; matplotlib's font search is not news
 logging.getLogger("matplotlib").setLevel(logging.WARNING)
@@ -41,6 +43,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
 from matplotlib.ft2font import FT2Font  # noqa: E402
 
+from .errors import VisionAttnError, number, one_line_errors  # noqa: E402
 from .report import parse_generate_output  # noqa: E402
 
 CJK_FONTS = ("Noto Sans CJK JP", "Noto Sans JP", "IPAexGothic", "IPAGothic", "TakaoGothic")
@@ -75,18 +78,84 @@ def read_sentences(gen_path):
 
 
 def read_stats(stats_path):
+    """id -> row of a --stats-output file."""
+    rows = {}
     with open(stats_path, encoding="utf-8") as handle:
-        return {row["id"]: row for row in map(json.loads, handle)}
+        for line_number, line in enumerate(handle, 1):
+            try:
+                row = json.loads(line)
+                rows[row["id"]] = row
+            except (ValueError, KeyError, TypeError):
+                raise VisionAttnError(
+                    f"{stats_path} line {line_number}: not a --stats-output row (a JSON object with an 'id')"
+                ) from None
+    return rows
+
+
+def read_tsv(path, numeric):
+    """Rows of a TSV (``#`` comments skipped); ``numeric`` column indices must hold numbers. A
+    first row whose numeric columns are not numbers is a header and skipped."""
+    with open(path, encoding="utf-8") as handle:
+        rows = [
+            (n, r)
+            for n, r in enumerate(csv.reader(handle, delimiter="\t"), 1)
+            if r and not r[0].startswith("#")
+        ]
+    out = []
+    for k, (line_number, row) in enumerate(rows):
+        if len(row) <= max(numeric):
+            raise VisionAttnError(
+                f"{path} line {line_number}: {len(row)} columns, expected at least {max(numeric) + 1}"
+            )
+        try:
+            values = [float(row[i]) for i in numeric]
+        except ValueError:
+            if k == 0:
+                continue  # a header row
+            values = [number(row[i], f"{path} line {line_number}") for i in numeric]
+        out.append((row, values))
+    if not out:
+        raise VisionAttnError(f"{path}: no rows")
+    return out
+
+
+MAX_COLUMNS = 80  # source positions drawn in one figure; longer sources are cropped or thinned
+MAX_INCHES = 20.0  # the largest side of a figure (2,400 pixels at 120 dpi)
+
+
+def _crop(lo, hi, length, limit=MAX_COLUMNS):
+    """[first, last) of at most ``limit`` columns holding [lo, hi] as well as it can."""
+    lo, hi = max(0, int(math.floor(lo))), min(length, int(math.ceil(hi)) + 1)
+    if length <= limit:
+        return 0, length
+    if hi - lo >= limit:
+        return lo, lo + limit
+    start = max(0, min(length - limit, (lo + hi) // 2 - limit // 2))
+    return start, start + limit
+
+
+def _title(ax, text, width_inches):
+    """A title wrapped to the figure's width (about 11 characters per inch at 9 pt)."""
+    ax.set_title(textwrap.fill(text, max(30, int(width_inches * 11))), fontsize=9)
 
 
 def plot_vision_span(row, source, hypothesis, path):
-    """One row per target token: the scored source span (window) and the focus p_t."""
+    """One row per target token: the scored source span (window) and the focus p_t. Sources
+    longer than MAX_COLUMNS are cropped to the positions the windows and foci cover."""
     sizes, starts = row["window_sizes"], row.get("window_starts") or [1.0] * len(row["window_sizes"])
     targets = drawable_labels(hypothesis, "y") + ["</s>"]
     sources = drawable_labels(source, "x") + ["</s>"]
-    fig, ax = plt.subplots(figsize=(0.45 * len(sources) + 2, 0.35 * len(targets) + 1.5))
+    covered = [s - 1 for s in starts] + [s - 2 + n for s, n in zip(starts, sizes)]
+    covered += [p - 1 for p in row.get("focus", [])]
+    first, last = _crop(min(covered, default=0), max(covered, default=0), len(sources))
+    width = min(MAX_INCHES, 0.45 * (last - first) + 2.5)
+    height = min(MAX_INCHES, 0.35 * len(targets) + 1.8)
+    fig, ax = plt.subplots(figsize=(width, height))
     for t, (start, size) in enumerate(zip(starts, sizes)):
-        ax.barh(t, size, left=start - 1.5, height=0.7, color="tab:blue", alpha=0.35)
+        ax.barh(
+            t, size, left=start - 1.5, height=0.7, color="tab:blue", alpha=0.35,
+            label="positions scored (window)" if t == 0 else None,
+        )  # fmt: skip
     if "focus" in row:
         ax.plot(
             [p - 1 for p in row["focus"]],
@@ -96,16 +165,20 @@ def plot_vision_span(row, source, hypothesis, path):
             ms=3,
             label="focus p_t",
         )
-        ax.legend(loc="lower right", fontsize=7)
-    ax.set_xticks(range(len(sources)))
-    ax.set_xticklabels(sources, rotation=90, fontsize=8)
+    ax.legend(loc="lower right", fontsize=7)
+    ax.set_xticks(range(first, last))
+    ax.set_xticklabels(sources[first:last], rotation=90, fontsize=8)
     ax.set_yticks(range(len(targets)))
     ax.set_yticklabels(targets, fontsize=8)
-    ax.set_xlim(-0.5, len(sources) - 0.5)
+    ax.set_xlim(first - 0.5, last - 0.5)
     ax.invert_yaxis()
-    ax.set_title(
+    shown = "" if (first, last) == (0, len(sources)) else f", positions {first + 1}-{last} shown"
+    ax.set_xlabel(f"source token (position 1-{len(sources)}{shown})", fontsize=8)
+    ax.set_ylabel("output token (decoding step)", fontsize=8)
+    _title(
+        ax,
         f"vision span, sentence {row['id']}: mean window {sum(sizes) / len(sizes):.1f} of {row['src_len']}",
-        fontsize=9,
+        width,
     )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
@@ -190,12 +263,23 @@ def read_bleu_curve(log_path):
 
 
 def plot_curves(curves, path, title):
+    """One line per (name, [(epoch, BLEU)]); a log without BLEU points is left out with a
+    warning (no empty legend entry); none at all is an error."""
+    from matplotlib.ticker import MaxNLocator
+
+    empty = [name for name, points in curves if not points]
+    curves = [(name, points) for name, points in curves if points]
+    if not curves:
+        raise SystemExit("no validation BLEU in any log: train with --eval-bleu")
+    for name in empty:
+        print(f"plots curves: warning: no validation BLEU in the log of {name}; left out", file=sys.stderr)
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, points in curves:
         ax.plot([p[0] for p in points], [p[1] for p in points], "o-", ms=3, label=name)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("epoch")
     ax.set_ylabel("validation BLEU")
-    ax.set_title(title, fontsize=9)
+    _title(ax, title, 6)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -203,20 +287,39 @@ def plot_curves(curves, path, title):
     plt.close(fig)
 
 
-def plot_alignment(weights, source, target, path, title, delays=None):
+def _thin_ticks(ax, axis, labels, fontsize=7):
+    """Every label when they fit (MAX_COLUMNS), else every k-th position's number."""
+    step = max(1, math.ceil(len(labels) / MAX_COLUMNS))
+    ticks = list(range(0, len(labels), step))
+    shown = labels if step == 1 else [str(i + 1) for i in ticks]
+    getattr(ax, f"set_{axis}ticks")(ticks)
+    getattr(ax, f"set_{axis}ticklabels")(shown, rotation=90 if axis == "x" else 0, fontsize=fontsize)
+
+
+def plot_alignment(weights, source, target, path, title, delays=None, weight_label="attention weight"):
     """weights: target x source matrix (rows: output steps); ``delays`` (1-indexed head
-    positions, one per target token) outlines a streaming model's hard head."""
-    fig, ax = plt.subplots(figsize=(0.3 * len(source) + 2, 0.3 * len(target) + 1.5))
-    ax.imshow(weights, cmap="Greys", aspect="auto", vmin=0)
+    positions, one per target token) outlines a streaming model's hard head. Long sentences keep
+    every cell but show every k-th position's number and a figure of at most MAX_INCHES."""
+    width = min(MAX_INCHES, 0.3 * len(source) + 3)
+    height = min(MAX_INCHES, 0.3 * len(target) + 2)
+    fig, ax = plt.subplots(figsize=(width, height))
+    image = ax.imshow(weights, cmap="Greys", aspect="auto", vmin=0, interpolation="nearest")
     if delays is not None:
         heads = [d - 1 for d in delays]
         ax.plot(heads, range(len(heads)), "-", color="tab:red", lw=1)
-        ax.scatter(heads, range(len(heads)), s=60, facecolors="none", edgecolors="tab:red", linewidths=1.5)
-    ax.set_xticks(range(len(source)))
-    ax.set_xticklabels(drawable_labels(source, "x"), rotation=90, fontsize=7)
-    ax.set_yticks(range(len(target)))
-    ax.set_yticklabels(drawable_labels(target, "y"), fontsize=7)
-    ax.set_title(title, fontsize=9)
+        ax.scatter(
+            heads, range(len(heads)), s=60, facecolors="none", edgecolors="tab:red", linewidths=1.5,
+            label="hard head (last source token read)",
+        )  # fmt: skip
+        ax.legend(loc="upper right", fontsize=7)
+    step_x = "" if len(source) <= MAX_COLUMNS else " (numbered)"
+    step_y = "" if len(target) <= MAX_COLUMNS else " (numbered)"
+    _thin_ticks(ax, "x", drawable_labels(source, "x"))
+    _thin_ticks(ax, "y", drawable_labels(target, "y"))
+    ax.set_xlabel(f"source token{step_x}", fontsize=8)
+    ax.set_ylabel(f"output token{step_y}", fontsize=8)
+    fig.colorbar(image, ax=ax, fraction=0.03, pad=0.02).set_label(weight_label, fontsize=7)
+    _title(ax, title, width)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -271,8 +374,11 @@ def memory_alignments(checkpoint, data_bin, ids, out_dir, subset="valid"):
         tgt = task.target_dictionary.string(dataset[i]["target"]).split() + ["</s>"]
         weights = attn[0, : len(tgt), : len(src)].numpy()
         name = getattr(model.decoder.attention, "registry_name", "attention")
+        memory = name == "memory"
+        label = "alpha . beta (effective alignment)" if memory else "attention weight"
+        title = f"{name} attention, {subset} sentence {i} (teacher-forced on the reference)"
         plot_alignment(
-            weights, src, tgt, os.path.join(out_dir, f"alignment_{i}.png"), f"{name} weights, {subset} {i}"
+            weights, src, tgt, os.path.join(out_dir, f"alignment_{i}.png"), title, weight_label=label
         )
 
 
@@ -296,11 +402,14 @@ def read_latency_points(path, metrics=None):
         )
     col = {name: header.index(name) for name in header}
     points = []
-    for r in rows:
+    for line, r in enumerate(rows, 2):
+        if len(r) < len(header):
+            raise VisionAttnError(f"{path} line {line}: {len(r)} columns where the header has {len(header)}")
         system = r[col["system"]]
         family = r[col["family"]] if "family" in col else system.split("_")[0]
-        latency = {m: float(r[col[m]]) if r[col[m]] != "-" else float("nan") for m in wanted}
-        points.append((system, family, float(r[col["BLEU"]]), latency))
+        where = f"{path} line {line}"
+        latency = {m: number(r[col[m]], where) if r[col[m]] != "-" else float("nan") for m in wanted}
+        points.append((system, family, number(r[col["BLEU"]], where), latency))
     return points
 
 
@@ -407,6 +516,7 @@ def get_parser():
     return parser
 
 
+@one_line_errors
 def main(argv=None):
     parser = get_parser()
     args = parser.parse_args(argv)
@@ -442,13 +552,11 @@ def main(argv=None):
                     stats[i], sentences[i][1], os.path.join(args.out_dir, f"temperature_{i}.png")
                 )
     elif args.command == "fixed-temperature":
-        with open(args.table, encoding="utf-8") as handle:
-            rows = [r for r in csv.reader(handle, delimiter="\t") if r and r[0] != "system"]
+        rows = [row for row, _ in read_tsv(args.table, numeric=[1])]
         plot_fixed_temperature(*fixed_temperature_points(rows), args.out)
     else:
-        with open(args.points, encoding="utf-8") as handle:
-            rows = [r for r in csv.reader(handle, delimiter="\t") if r and not r[0].startswith("#")]
-        plot_tradeoff([(r[0], float(r[1]), float(r[2])) for r in rows], args.out, args.title)
+        rows = read_tsv(args.points, numeric=[1, 2])
+        plot_tradeoff([(row[0], window, bleu) for row, (window, bleu) in rows], args.out, args.title)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from collections import defaultdict
 
 import sacrebleu
 
+from .errors import one_line_errors
 from .stats import NOT_AVERAGED
 
 
@@ -93,6 +94,7 @@ def get_parser():
     return parser
 
 
+@one_line_errors
 def main(argv=None):
     parser = get_parser()
     args = parser.parse_args(argv)

@@ -18,6 +18,8 @@ import os
 import random
 import sys
 
+from .errors import one_line_errors
+
 TASKS = ("copy", "reverse", "reorder")
 
 
@@ -73,6 +75,7 @@ def get_parser():
     return parser
 
 
+@one_line_errors
 def main(argv=None):
     parser = get_parser()
     args = parser.parse_args(argv)
