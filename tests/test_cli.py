@@ -460,6 +460,35 @@ def test_damaged_checkpoints_and_another_vocabulary_fail_in_one_line(trained, to
     assert (resume / "checkpoint_last.pt").stat().st_size == len(data) // 3  # left as it was
 
 
+def test_same_size_dictionary_in_another_order_is_refused(trained, toy_data_bin, tmp_path):
+    """A data-bin whose target dictionary has the checkpoint's size but two words swapped would
+    decode with wrong token ids: refused in one line (generate, fine-tuning); a checkpoint saved
+    without fingerprints (older code) loads with a warning and decodes as before."""
+    good = trained["lstm_global"] / "checkpoint_best.pt"
+    swapped = tmp_path / "swapped"
+    shutil.copytree(toy_data_bin / "data-bin", swapped / "data-bin")
+    lines = (swapped / "data-bin" / "dict.tgt.txt").read_text().splitlines(keepends=True)
+    lines[0], lines[1] = lines[1], lines[0]
+    (swapped / "data-bin" / "dict.tgt.txt").write_text("".join(lines))
+    for cmd in (
+        generate_args(swapped, good),
+        train_args(swapped, tmp_path / "ft", "lstm_global", "--finetune-from-model", str(good)),
+    ):
+        proc = run_cli(cmd, cwd=REPO, check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+        assert "trained with another target dictionary than the data-bin's" in proc.stderr.splitlines()[-1]
+    state = torch.load(good, map_location="cpu", weights_only=False)
+    for key in ("source_dictionary_fingerprint", "target_dictionary_fingerprint"):
+        assert state["model"].pop(key).dtype == torch.uint8
+    old = tmp_path / "old.pt"
+    torch.save(state, old)
+    before = run_cli(generate_args(toy_data_bin, good), cwd=REPO)
+    after = run_cli(generate_args(toy_data_bin, old), cwd=REPO)
+    assert "stores no dictionary fingerprints" in after.stderr
+    hypos = [[line for line in proc.stdout.splitlines() if line.startswith("H-")] for proc in (before, after)]
+    assert hypos[0] == hypos[1] and len(hypos[0]) == 12
+
+
 def test_checkpoint_of_another_arch_fails_clearly(trained, toy_data_bin, tmp_path):
     ckpt = trained["lstm_global"] / "checkpoint_best.pt"
     proc = run_cli(

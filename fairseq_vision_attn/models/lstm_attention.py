@@ -20,6 +20,8 @@ so that nothing the decoder does depends on a source token its policy has not re
 """
 
 import contextlib
+import hashlib
+import logging
 import os
 from typing import Dict, List
 
@@ -39,9 +41,26 @@ from ..errors import VisionAttnError, non_negative_float, positive_int, probabil
 MODEL_NAME = "vision_attn_lstm"
 
 
+logger = logging.getLogger(__name__)
+
+# buffers saved with every checkpoint: which dictionaries (words and their order) it was trained on
+FINGERPRINTS = {"source": "source_dictionary_fingerprint", "target": "target_dictionary_fingerprint"}
+
+
+def dictionary_fingerprint(dictionary) -> Tensor:
+    """16 bytes of SHA-256 over the dictionary's symbols in index order."""
+    digest = hashlib.sha256("\n".join(dictionary.symbols).encode("utf-8")).digest()[:16]
+    return torch.tensor(list(digest), dtype=torch.uint8)
+
+
 @register_model(MODEL_NAME)
 class VisionAttnLSTMModel(FairseqEncoderDecoderModel):
     """LSTM encoder-decoder whose attention is chosen by ``--attention`` (see :mod:`..attention`)."""
+
+    def __init__(self, encoder, decoder):
+        super().__init__(encoder, decoder)
+        for side, module in (("source", encoder), ("target", decoder)):
+            self.register_buffer(FINGERPRINTS[side], dictionary_fingerprint(module.dictionary))
 
     @staticmethod
     def add_args(parser):
@@ -120,7 +139,8 @@ class VisionAttnLSTMModel(FairseqEncoderDecoderModel):
                 nn.init.uniform_(param, -bound, bound)
 
     def load_state_dict(self, state_dict, strict=True, model_cfg=None, args=None):
-        """Load weights, turning an architecture mismatch into one clear error."""
+        """Load weights, turning an architecture or vocabulary mismatch into one clear error."""
+        state_dict = self._check_fingerprints(state_dict)
         own, theirs = set(self.state_dict()), set(state_dict)
         if strict and own != theirs:
             missing, unexpected = sorted(own - theirs), sorted(theirs - own)
@@ -131,8 +151,29 @@ class VisionAttnLSTMModel(FairseqEncoderDecoderModel):
                 f"unexpected {unexpected[:3]}{'...' if len(unexpected) > 3 else ''}; "
                 "load it with the arch and attention it was trained with"
             )
-        self._refuse_other_vocabularies(state_dict)
         return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
+
+    def _check_fingerprints(self, state_dict):
+        """Refuse weights trained on other dictionaries than the data-bin's (same size, other
+        words or order: it would decode with wrong token ids); weights saved before fingerprints
+        existed load with a warning."""
+        self._refuse_other_vocabularies(state_dict)
+        missing = [key for key in FINGERPRINTS.values() if key not in state_dict]
+        if missing:
+            logger.warning(
+                "this checkpoint stores no dictionary fingerprints (trained before they existed): "
+                "it cannot be checked that the data-bin's dictionaries are the ones it was trained on"
+            )
+            own = self.state_dict()
+            return {**state_dict, **{key: own[key] for key in missing}}
+        for side, key in FINGERPRINTS.items():
+            if not torch.equal(state_dict[key].cpu(), getattr(self, key).cpu()):
+                raise VisionAttnError(
+                    f"the checkpoint was trained with another {side} dictionary than the data-bin's "
+                    "(same size, other words or order; it would decode with wrong token ids): decode or "
+                    "fine-tune with the data-bin (dict.*.txt) it was trained on"
+                )
+        return state_dict
 
     def _refuse_other_vocabularies(self, state_dict):
         """A checkpoint trained on other dictionaries than the data-bin's, in one line."""
