@@ -53,7 +53,7 @@ class SimultaneousGenerator:
         models: one model (ensembles are refused by the task).
         tgt_dict: the target dictionary.
         max_len_a, max_len_b: at most ``a * |x| + b`` target tokens per sentence (EOS forced at
-            the limit), as fairseq-generate's flags.
+            the limit, and the hypothesis marked ``length_limited``), as fairseq-generate's flags.
         min_len: EOS is banned before this many tokens (fairseq's default 1).
     """
 
@@ -83,6 +83,7 @@ class SimultaneousGenerator:
         scores: List[List[float]] = [[] for _ in range(batch)]
         delays: List[List[float]] = [[] for _ in range(batch)]
         statistics: List[Dict[str, List[float]]] = [defaultdict(list) for _ in range(batch)]
+        cut = [False] * batch  # EOS forced by the length limit where the model would go on
         step = 0
         while active.numel() > 0:
             logits, extra = model.decoder(last, encoder_out=encoder_out, incremental_state=state)
@@ -91,8 +92,14 @@ class SimultaneousGenerator:
             if step < self.min_len:
                 lprobs[:, self.eos] = -math.inf
             forced = limits[active] <= step + 1  # the last allowed token is EOS
+            if bool(forced.any()):
+                going_on = lprobs[forced].argmax(dim=-1) != self.eos
+                for row in active[forced][going_on].tolist():
+                    cut[row] = True
+            # only EOS stays; the limit wins over --min-len (an EOS it banned scores 0 here)
+            eos_score = lprobs[forced][:, self.eos].nan_to_num(neginf=0.0).unsqueeze(1)
             lprobs[forced] = torch.where(
-                torch.arange(lprobs.size(1), device=device) == self.eos, lprobs[forced], -math.inf
+                torch.arange(lprobs.size(1), device=device) == self.eos, eos_score, -math.inf
             )
             best_score, best = lprobs.max(dim=-1)
             step_delays = extra["attention_extras"]["delay"][:, -1]
@@ -136,6 +143,7 @@ class SimultaneousGenerator:
                         "delays": delays[i],
                         "step_statistics": dict(statistics[i]),
                         "latency": latency_scores(delays[i], src_len),
+                        "length_limited": cut[i],
                     }
                 ]
             )

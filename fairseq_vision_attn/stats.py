@@ -30,7 +30,7 @@ LIST_NAMES = {
 
 
 #: per-token lists whose corpus average means nothing (positions, not amounts)
-NOT_AVERAGED = {"window_starts"}
+NOT_AVERAGED = {"window_starts", "length_limited"}
 
 
 def list_name(key: str) -> str:

@@ -219,10 +219,32 @@ def test_interactive_reads_piped_input(arch, trained, toy_data_bin):
     assert "Traceback" not in proc.stderr
     if arch in STREAMING:
         assert "| AL " in proc.stdout and "| DAL " in proc.stdout
-    if arch == "lstm_global":  # over fairseq's default 1024 positions: one line, not a traceback
-        proc = run_cli(cmd, cwd=REPO, input=lines, check=False)
-        assert proc.returncode != 0 and "Traceback" not in proc.stderr
-        assert "raise --max-source-positions" in proc.stderr.splitlines()[-1]
+    if arch in ("lstm_global", "lstm_milk"):  # over fairseq's default 1024 positions: named, skipped
+        proc = run_cli(cmd, cwd=REPO, input=lines)
+        assert "warning: input line 4 skipped: 2001 tokens (with EOS), over the limit 1024" in proc.stderr
+        hypos = [line.split("\t")[0] for line in proc.stdout.splitlines() if line.startswith("H-")]
+        assert hypos == ["H-0", "H-1", "H-2", "H-4"] and "Traceback" not in proc.stderr
+
+
+def test_streaming_beam_message_and_length_limit(trained, toy_data_bin, tmp_path):
+    """Without --beam nothing is said about it and fairseq's own line says beam=1; a hypothesis
+    cut at the length limit is named once at the end and marked in its --stats-output row."""
+    ckpt = trained["lstm_milk"] / "checkpoint_best.pt"
+    args = generate_args(toy_data_bin, ckpt)
+    at = args.index("--beam")
+    args = args[:at] + args[at + 2 :]  # no --beam on the command line (fairseq's default is 5)
+    stats = tmp_path / "stats.jsonl"
+    limits = ["--max-len-a", "0", "--max-len-b", "2", "--min-len", "2"]  # the model may not stop before
+    proc = run_cli([*args, *limits, "--stats-output", str(stats)], cwd=REPO)
+    assert "ignored" not in proc.stderr and "with beam=1" in proc.stderr + proc.stdout
+    rows = [json.loads(line) for line in stats.read_text().splitlines()]
+    cut = [row["id"] for row in rows if row.get("length_limited")]
+    assert len(cut) == 12 and all(row["hypo_len"] == 2 for row in rows)
+    warnings = [line for line in proc.stderr.splitlines() if "cut at the length limit" in line]
+    assert len(warnings) == 1 and f"warning: {len(cut)} of 12 hypotheses" in warnings[0]
+    assert f"ids {', '.join(map(str, cut[:10]))}" in warnings[0]
+    beam = run_cli([*args, "--beam", "4"], cwd=REPO)
+    assert beam.stderr.count("--beam 4 ignored") == 1
 
 
 def test_streaming_decoding_flags_and_input(trained, toy_data_bin, tmp_path):

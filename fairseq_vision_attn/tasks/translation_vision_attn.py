@@ -25,10 +25,12 @@ teacher-forced pass, see :mod:`..stats`).
 """
 
 import atexit
+import contextlib
 import json
 import logging
 import math
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -114,6 +116,8 @@ class TranslationVisionAttnTask(TranslationTask):
         self.corpus_stats = CorpusStats()
         self.search_stats = SearchStats()
         self._summary_registered = False
+        self._interactive_lines = 0  # input lines fairseq-interactive has handed over so far
+        self.length_limited = []  # ids of streaming hypotheses cut at --max-len-a/--max-len-b
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
         """As fairseq's, but never drops sentences outside training.
@@ -151,10 +155,31 @@ class TranslationVisionAttnTask(TranslationTask):
             raise VisionAttnError(f"{criterion.NEEDS}; this model's attention is {name!r}")
         return criterion
 
+    def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
+        """fairseq-interactive's input, one buffer of lines at a time: remember which input
+        lines it holds, so that an over-long line can be named and skipped."""
+        dataset = super().build_dataset_for_inference(src_tokens, src_lengths, constraints=constraints)
+        dataset.vision_attn_first_line = self._interactive_lines + 1
+        self._interactive_lines += len(src_lengths)
+        return dataset
+
     def filter_indices_by_size(self, indices, dataset, max_positions=None, ignore_invalid_inputs=False):
         """As fairseq's, but a sentence longer than the limits is one clear error, not a
-        traceback (fairseq-interactive and fairseq-generate read their input through here)."""
+        traceback (fairseq-generate), and fairseq-interactive names the input line, skips it and
+        goes on."""
         kept, too_long = dataset.filter_indices_by_size(indices, max_positions)
+        first_line = getattr(dataset, "vision_attn_first_line", None)
+        if len(too_long) > 0 and first_line is not None:
+            limit = max_positions[0] if isinstance(max_positions, (tuple, list)) else max_positions
+            for index in too_long:
+                size = int(np.atleast_1d(dataset.size(index))[0])
+                print(
+                    f"warning: input line {first_line + int(index)} skipped: {size} tokens (with EOS), "
+                    f"over the limit {limit} (--max-source-positions)",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            return kept
         if len(too_long) > 0 and not ignore_invalid_inputs:
             size = tuple(int(n) for n in np.atleast_1d(dataset.size(too_long[0])))
             raise VisionAttnError(
@@ -176,7 +201,12 @@ class TranslationVisionAttnTask(TranslationTask):
             raise VisionAttnError("simultaneous decoding takes one checkpoint (--path), not an ensemble")
         beam = getattr(args, "beam", 1)
         if beam != 1:
-            logger.warning(f"--beam {beam} ignored: streaming archs decode greedily (simultaneous decoding)")
+            if any(word == "--beam" or word.startswith("--beam=") for word in sys.argv):
+                logger.warning(
+                    f"--beam {beam} ignored: streaming archs decode greedily (simultaneous decoding)"
+                )
+            with contextlib.suppress(Exception):  # fairseq's own lines ("... with beam=N") then say 1
+                args.beam = 1
         return SimultaneousGenerator(
             models,
             self.target_dictionary,
@@ -246,6 +276,9 @@ class TranslationVisionAttnTask(TranslationTask):
                     row["ref_len"] = int(target[i].ne(self.tgt_dict.pad()).sum())
                     scores["LAAL"] = latency_scores(row["delays"], row["src_len"], row["ref_len"])["LAAL"]
                 row.update({name: round(value, 4) for name, value in scores.items()})
+                if hypos[i][0].get("length_limited"):
+                    row["length_limited"] = True
+                    self.length_limited.append(sample_id)
             self.corpus_stats.add(row)
             if self.stats_handle is not None:
                 write_row(self.stats_handle, row)
@@ -265,6 +298,16 @@ class TranslationVisionAttnTask(TranslationTask):
     def _print_summary(self):
         if self.corpus_stats.sentences:
             print(format_summary(self.corpus_stats, self.search_stats), flush=True)
+        if self.length_limited:
+            ids = sorted(self.length_limited)
+            shown = ", ".join(map(str, ids[:10])) + (" ..." if len(ids) > 10 else "")
+            print(
+                f"warning: {len(ids)} of {self.corpus_stats.sentences} hypotheses were cut at the length "
+                f"limit (--max-len-a * |x| + --max-len-b) where the model had not written EOS (ids {shown}); "
+                "their AL can be negative: see docs/simultaneous.md, 'Negative AL'",
+                file=sys.stderr,
+                flush=True,
+            )
         if self.stats_handle is not None:
             self.stats_handle.close()
             sort_rows_by_id(self.cfg.stats_output)
