@@ -52,9 +52,9 @@ def bench_train(args):
                 wps[name].append(train(name, data_bin, save_dir, args.updates, system, criterion))
                 print(f"round {round_ + 1} {name}: train {wps[name][-1]:.0f} wps", flush=True)
     ours, base = statistics.median(wps["lstm_milk"]), statistics.median(wps["lstm_global"])
-    print(
-        f"\ntrain wps\tlstm_global {base:.0f}\tlstm_milk {ours:.0f}\tratio (milk / global) {ours / base:.2f}x"
-    )
+    print("\nmetric\tlstm_global\tlstm_milk\tratio (milk / global)")
+    print(f"train wps\t{base:.0f}\t{ours:.0f}\t{ours / base:.2f}x")
+    print(machine_load_note())
 
 
 def fairseq_reference():
