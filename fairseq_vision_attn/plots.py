@@ -134,9 +134,9 @@ def _crop(lo, hi, length, limit=MAX_COLUMNS):
     return start, start + limit
 
 
-def _title(ax, text, width_inches):
-    """A title wrapped to the figure's width (about 11 characters per inch at 9 pt)."""
-    ax.set_title(textwrap.fill(text, max(30, int(width_inches * 11))), fontsize=9)
+def _title(ax, text, width_inches, loc="center"):
+    """A title wrapped to ``width_inches`` (about 11 characters per inch at 9 pt)."""
+    ax.set_title(textwrap.fill(text, max(30, int(width_inches * 11))), fontsize=9, loc=loc)
 
 
 def plot_vision_span(row, source, hypothesis, path):
@@ -165,7 +165,7 @@ def plot_vision_span(row, source, hypothesis, path):
             ms=3,
             label="focus p_t",
         )
-    ax.legend(loc="lower right", fontsize=7)
+    ax.legend(loc="lower right", bbox_to_anchor=(1.0, 1.0), ncol=2, fontsize=7, frameon=False)
     ax.set_xticks(range(first, last))
     ax.set_xticklabels(sources[first:last], rotation=90, fontsize=8)
     ax.set_yticks(range(len(targets)))
@@ -178,7 +178,8 @@ def plot_vision_span(row, source, hypothesis, path):
     _title(
         ax,
         f"vision span, sentence {row['id']}: mean window {sum(sizes) / len(sizes):.1f} of {row['src_len']}",
-        width,
+        width * 0.6,  # the legend takes the right of the line above the axes
+        loc="left",
     )
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -683,3 +683,22 @@ def test_memory_prints_its_effective_alignment(trained, toy_data_bin):
     alignments = [line for line in proc.stdout.splitlines() if line.startswith("A-")]
     assert len(alignments) == 12
     assert all("-" in pair for line in alignments for pair in line.split("\t")[1].split())
+
+
+def test_sact_variants_train_and_decode(toy_data_bin, tmp_path):
+    """--sact-form mlp --sact-embedding --sact-dropout through fairseq-train; the checkpoint
+    rebuilds the same variant in fairseq-generate (its temperatures are in the statistics)."""
+    flags = ["--sact-form", "mlp", "--sact-embedding", "--sact-dropout", "0.1"]
+    run_cli(train_args(toy_data_bin, tmp_path, "lstm_sact", *flags), cwd=REPO)
+    state = torch.load(tmp_path / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+    assert "decoder.attention.temperature.hidden.weight" in state["model"]
+    stats = tmp_path / "stats.jsonl"
+    run_cli(
+        generate_args(toy_data_bin, tmp_path / "checkpoint_best.pt", "--stats-output", str(stats)), cwd=REPO
+    )
+    rows = [json.loads(line) for line in stats.read_text().splitlines()]
+    assert all(len(row["temperatures"]) == row["hypo_len"] for row in rows)
+    proc = run_cli(
+        train_args(toy_data_bin, tmp_path / "g", "lstm_global", "--sact-form", "mlp"), cwd=REPO, check=False
+    )
+    assert proc.returncode == 2 and "--sact-form" in proc.stderr.splitlines()[-1]

@@ -178,3 +178,77 @@ def test_fixed_temperature_points_read_the_report_table():
     ]
     fixed, sact = fixed_temperature_points(rows)
     assert fixed == [(0.8, 4.2), (1.0, 4.7), (1.2, 4.4)] and sact == 5.1
+
+
+def test_sact_embedding_variant_by_hand_and_zero_equals_global():
+    """--sact-embedding: beta = tanh(W_c c_{t-1} + U_s s_t + V_e emb(y_{t-1})), with the step's
+    own prev_embed; V_e = W_c = U_s = 0 is global attention bit for bit."""
+    module = SelfAdaptiveTemperature(context_dim=3, query_dim=2, lam=4.0, embed_dim=4)
+    query, context, embed = torch.randn(5, 2), torch.randn(5, 3), torch.randn(5, 4)
+    energy = (
+        context @ module.context_proj.weight.T
+        + query @ module.state_proj.weight.T
+        + embed @ module.embed_proj.weight.T
+    )
+    torch.testing.assert_close(module(query, context, embed), 4.0 ** torch.tanh(energy).squeeze(-1))
+    with pytest.raises(ValueError, match="prev_embed"):
+        module(query, context)
+
+    model = build_model("lstm_sact", sact_embedding=True)
+    attention = model.decoder.attention
+    keys, summary = torch.randn(2, 4, attention.key_dim), torch.randn(2, attention.key_dim)
+    cache = attention.precompute(keys, torch.zeros(2, 4, dtype=torch.bool), summary)
+    query, prev_embed = torch.randn(2, attention.query_dim), torch.randn(2, attention.embed_dim)
+    out = attention.step(query, cache, attention.init_state(cache), prev_embed)
+    expected = attention.temperature(query, summary, prev_embed)
+    torch.testing.assert_close(out.extras["temperature"], expected)
+    assert not torch.allclose(expected, attention.temperature(query, summary, torch.zeros_like(prev_embed)))
+
+    plain = build_model("lstm_global", seed=3)
+    state = {
+        k.replace("decoder.attention.", "decoder.attention.inner."): v for k, v in plain.state_dict().items()
+    }
+    for name, param in attention.temperature.named_parameters():
+        state[f"decoder.attention.temperature.{name}"] = torch.zeros_like(param)
+    model.load_state_dict(state)
+    src, lengths, prev = random_batch(plain, LENGTHS)
+    assert torch.equal(forward(plain, src, lengths, prev)[0], forward(model, src, lengths, prev)[0])
+
+
+def test_sact_mlp_form_by_hand():
+    """--sact-form mlp: beta = tanh(W_2 dropout(selu(W_1 [c; s; e] + b_1)) + b_2) (dropout off
+    in eval), its hidden size the attention size."""
+    model = build_model("lstm_sact", sact_form="mlp", sact_embedding=True, sact_dropout=0.3).eval()
+    temperature = model.decoder.attention.temperature
+    assert temperature.hidden.out_features == model.decoder.attention.query_dim
+    query = torch.randn(3, model.decoder.attention.query_dim)
+    context = torch.randn(3, model.decoder.attention.context_dim)
+    embed = torch.randn(3, model.decoder.attention.embed_dim)
+    inputs = torch.cat([context, query, embed], dim=-1)
+    hidden = torch.nn.functional.selu(inputs @ temperature.hidden.weight.T + temperature.hidden.bias)
+    beta = torch.tanh(hidden @ temperature.out.weight.T + temperature.out.bias).squeeze(-1)
+    torch.testing.assert_close(temperature(query, context, embed), 4.0**beta)
+    model.train()  # dropout on the hidden layer: two draws differ, the mean stays near
+    first, second = temperature(query, context, embed), temperature(query, context, embed)
+    assert not torch.equal(first, second)
+
+
+@pytest.mark.parametrize("flags", [{"sact_form": "mlp"}, {"sact_embedding": True, "sact_dropout": 0.2}])
+def test_sact_variants_train_every_parameter(flags):
+    model = build_model("lstm_sact", **flags).train()
+    src, lengths, prev = random_batch(model, LENGTHS)
+    logits, _ = forward(model, src, lengths, prev)
+    logits.logsumexp(-1).sum().backward()
+    for name, param in model.decoder.attention.temperature.named_parameters():
+        assert param.grad is not None and param.grad.abs().sum() > 0, name
+
+
+def test_sact_linear_dropout_drops_inputs_in_training_only():
+    module = SelfAdaptiveTemperature(context_dim=8, query_dim=8, lam=4.0, dropout=0.5)
+    query, context = torch.randn(4, 8), torch.randn(4, 8)
+    module.eval()
+    beta = torch.tanh(context @ module.context_proj.weight.T + query @ module.state_proj.weight.T).squeeze(-1)
+    torch.testing.assert_close(module(query, context), 4.0**beta)
+    module.train()
+    torch.manual_seed(0)
+    assert not torch.allclose(module(query, context), 4.0**beta)

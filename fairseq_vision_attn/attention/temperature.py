@@ -22,6 +22,15 @@ order, so the paper's s_t, the LSTM output of the current step, does not exist y
 - W_c and U_s map to one scalar each and have no bias, as in Eq. 2, so W_c = U_s = 0 gives
   tau_t = 1: exactly the mechanism without temperature.
 
+Variants of beta's network, each a flag so that they can be compared (the claims issue):
+
+- ``--sact-embedding``: beta also reads emb(y_{t-1}) through its own V_e (no bias), the
+  newest output token, which the paper's s_t has read and this decoder's query h_{t-1} has
+  not (V_e = 0 is the default form);
+- ``--sact-form mlp``: beta = tanh(W_2 dropout(selu(W_1 [c_{t-1}; s_t (; emb)] + b_1)) + b_2),
+  the form of the authors' code (lancopku/SACT), hidden size = the attention size;
+- ``--sact-dropout D``: dropout on beta's inputs (linear form) or on its hidden layer (mlp).
+
 The temperature is a wrapper (:class:`TemperedAttention`) around the mechanism, not a copy
 of it: the wrapper keeps c_{t-1} in the step state and passes tau_t to the mechanism's
 ``step(..., temperature=tau_t)``. Mechanisms that take it set ``supports_temperature``:
@@ -37,10 +46,11 @@ of it: the wrapper keeps c_{t-1} in the step state and passes tau_t to the mecha
 import torch
 from torch import Tensor, nn
 
-from ..errors import VisionAttnError, greater_than_one, positive_float
+from ..errors import VisionAttnError, greater_than_one, positive_float, probability, str2bool
 from .base import Attention, AttentionStep
 
 TEMPERATURE_CHOICES = ("none", "fixed", "sact")
+SACT_FORMS = ("linear", "mlp")
 PREV_CONTEXT = "temperature_prev_context"  # step-state key of c_{t-1}
 
 
@@ -59,6 +69,26 @@ def add_temperature_args(parser):
         help="SACT's bound: tau_t = lambda^beta_t lies in (1/lambda, lambda) (default 4)",
     )
     parser.add_argument(
+        "--sact-form",
+        choices=SACT_FORMS,
+        metavar="FORM",
+        help="beta's network: linear (Lin Eq. 2, default) or mlp (Linear, SELU, Dropout, Linear, Tanh)",
+    )
+    parser.add_argument(
+        "--sact-dropout",
+        type=probability,
+        metavar="D",
+        help="dropout on beta's inputs (linear) or hidden layer (mlp) (default 0)",
+    )
+    parser.add_argument(
+        "--sact-embedding",
+        type=str2bool,
+        nargs="?",
+        const=True,
+        metavar="BOOL",
+        help="beta also reads emb(y_{t-1}), the newest output token (default false)",
+    )
+    parser.add_argument(
         "--fixed-temperature",
         type=positive_float,
         metavar="T",
@@ -67,18 +97,44 @@ def add_temperature_args(parser):
 
 
 class SelfAdaptiveTemperature(nn.Module):
-    """tau_t = lambda ** tanh(W_c c_{t-1} + U_s s_t) (Eqs. 1-2)."""
+    """tau_t = lambda ** tanh(W_c c_{t-1} + U_s s_t) (Eqs. 1-2), or a variant (module docstring)."""
 
-    def __init__(self, context_dim: int, query_dim: int, lam: float):
+    def __init__(
+        self,
+        context_dim: int,
+        query_dim: int,
+        lam: float,
+        form: str = "linear",
+        dropout: float = 0.0,
+        embed_dim: int = 0,
+        hidden_dim: int = 0,
+    ):
         super().__init__()
-        self.context_proj = nn.Linear(context_dim, 1, bias=False)  # W_c
-        self.state_proj = nn.Linear(query_dim, 1, bias=False)  # U_s
-        self.lam = lam
+        self.lam, self.form, self.use_embedding = lam, form, embed_dim > 0
+        self.dropout = nn.Dropout(dropout)
+        if form == "linear":
+            self.context_proj = nn.Linear(context_dim, 1, bias=False)  # W_c
+            self.state_proj = nn.Linear(query_dim, 1, bias=False)  # U_s
+            self.embed_proj = nn.Linear(embed_dim, 1, bias=False) if self.use_embedding else None  # V_e
+        else:
+            hidden_dim = hidden_dim or query_dim
+            self.hidden = nn.Linear(context_dim + query_dim + embed_dim, hidden_dim)  # W_1, b_1
+            self.out = nn.Linear(hidden_dim, 1)  # W_2, b_2
 
-    def forward(self, query: Tensor, prev_context: Tensor) -> Tensor:
-        """query: batch x query_dim, prev_context: batch x context_dim -> tau_t: batch."""
-        beta = torch.tanh(self.context_proj(prev_context) + self.state_proj(query)).squeeze(-1)
-        return self.lam**beta
+    def forward(self, query: Tensor, prev_context: Tensor, prev_embed: Tensor = None) -> Tensor:
+        """query: batch x query_dim, prev_context: batch x context_dim, prev_embed: batch x
+        embed_dim (read with --sact-embedding) -> tau_t: batch."""
+        if self.use_embedding and prev_embed is None:
+            raise ValueError("this temperature reads emb(y_{t-1}): pass prev_embed")
+        if self.form == "linear":
+            energy = self.context_proj(self.dropout(prev_context)) + self.state_proj(self.dropout(query))
+            if self.use_embedding:
+                energy = energy + self.embed_proj(self.dropout(prev_embed))
+        else:
+            inputs = [prev_context, query] + ([prev_embed] if self.use_embedding else [])
+            hidden = self.dropout(torch.selu(self.hidden(torch.cat(inputs, dim=-1))))
+            energy = self.out(hidden)
+        return self.lam ** torch.tanh(energy).squeeze(-1)
 
 
 class FixedTemperature(nn.Module):
@@ -88,7 +144,7 @@ class FixedTemperature(nn.Module):
         super().__init__()
         self.value = value
 
-    def forward(self, query: Tensor, prev_context: Tensor) -> Tensor:
+    def forward(self, query: Tensor, prev_context: Tensor, prev_embed: Tensor = None) -> Tensor:
         return query.new_full((query.size(0),), self.value)
 
 
@@ -130,7 +186,7 @@ class TemperedAttention(Attention):
 
     def step(self, query, cache, state, prev_embed):
         inner_state = {k: v for k, v in state.items() if k != PREV_CONTEXT}
-        tau = self.temperature(query, state[PREV_CONTEXT])  # batch
+        tau = self.temperature(query, state[PREV_CONTEXT], prev_embed)  # batch
         out = self.inner.step(query, cache, inner_state, prev_embed, temperature=tau)
         new_state = dict(out.state)
         new_state[PREV_CONTEXT] = out.context  # c_t, this step's context, for the next step
@@ -165,7 +221,20 @@ def wrap_with_temperature(attention: Attention, args) -> Attention:
         lam = getattr(args, "sact_lambda", None) or 4.0
         if not lam > 1:
             raise VisionAttnError(f"--sact-lambda must be > 1, got {lam}")
-        temperature = SelfAdaptiveTemperature(attention.context_dim, attention.query_dim, lam)
+        form = getattr(args, "sact_form", None) or "linear"
+        if form not in SACT_FORMS:
+            raise VisionAttnError(
+                f"--sact-form: unknown form {form!r}; valid choices: {', '.join(SACT_FORMS)}"
+            )
+        temperature = SelfAdaptiveTemperature(
+            attention.context_dim,
+            attention.query_dim,
+            lam,
+            form=form,
+            dropout=getattr(args, "sact_dropout", None) or 0.0,
+            embed_dim=attention.embed_dim if getattr(args, "sact_embedding", False) else 0,
+            hidden_dim=getattr(args, "attention_dim", None) or attention.query_dim,
+        )
     else:
         value = getattr(args, "fixed_temperature", None) or 1.0
         if not value > 0:

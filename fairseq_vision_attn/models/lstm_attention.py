@@ -482,6 +482,9 @@ MECHANISM_FLAGS = {
 # The same for the temperature's flags, keyed by --attention-temperature.
 TEMPERATURE_FLAGS = {
     "sact_lambda": (("sact",), 4.0),
+    "sact_form": (("sact",), "linear"),
+    "sact_dropout": (("sact",), 0.0),
+    "sact_embedding": (("sact",), False),
     "fixed_temperature": (("fixed",), 1.0),
 }
 
@@ -516,6 +519,7 @@ def base_architecture(args):
     args.attention_temperature = getattr(args, "attention_temperature", None) or "none"
     for dest, (_, default) in TEMPERATURE_FLAGS.items():
         setattr(args, dest, _or(getattr(args, dest, None), default))
+    args.sact_embedding = bool(args.sact_embedding)
 
 
 def _or(value, default):
