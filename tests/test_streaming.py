@@ -192,3 +192,35 @@ def test_latency_criterion_refuses_bad_settings_and_non_streaming_models():
 def test_streaming_attention_refuses_a_bidirectional_encoder():
     with pytest.raises(VisionAttnError, match="--encoder-bidirectional"):
         build_model("lstm_milk", encoder_bidirectional=True)
+
+
+@pytest.mark.parametrize("form", ["normalized", "unnormalized"])
+def test_monotonic_energy_forms_by_hand(form):
+    """--monotonic-energy: g v^T/||v|| tanh(W q + V h + b) + r (MILk Eq. 7) or, unnormalized,
+    v^T tanh(W q + V h + b) + r with no g; the per-position energy of the hard head agrees, and
+    training reaches every parameter of the head."""
+    model = build_model("lstm_milk", seed=2, monotonic_energy=form)
+    energy = model.decoder.attention.energy
+    assert (energy.g is None) == (form == "unnormalized")
+    query, keys_in = (
+        torch.randn(3, energy.query_proj.in_features),
+        torch.randn(3, 5, energy.key_proj.in_features),
+    )
+    hidden = torch.tanh(
+        keys_in @ energy.key_proj.weight.T
+        + energy.key_proj.bias
+        + (query @ energy.query_proj.weight.T)[:, None]
+    )
+    v = energy.v if form == "unnormalized" else energy.g * energy.v / energy.v.norm()
+    expected = hidden @ v + energy.r
+    keys = energy.keys(keys_in)
+    torch.testing.assert_close(energy.energies(query, keys), expected)
+    index = torch.tensor([0, 4, 2])
+    at = energy.energy_at(energy.query_proj(query), keys, index)
+    torch.testing.assert_close(at, expected[torch.arange(3), index])
+    model.train()
+    src, lengths, prev = random_batch(model, [6, 3, 5])
+    logits, _ = model.decoder(prev, encoder_out=model.encoder(src, lengths))
+    logits.logsumexp(-1).sum().backward()
+    for name, param in energy.named_parameters():
+        assert param.grad is not None and param.grad.abs().sum() > 0, name

@@ -8,6 +8,9 @@ All three share the head. Its energy is Raffel's normalised form::
 with scalars g (initialised to 1/sqrt(attn_dim)) and r (``--monotonic-energy-bias-init``,
 default -4: Raffel et al. advise a negative r so that p starts small and the head starts by
 moving forward, i.e. reading). s_{i-1} is the query h_{t-1} of this Bahdanau-order decoder.
+``--monotonic-energy unnormalized`` drops the weight normalisation, e_ij = v^T tanh(W s_{i-1} +
+V h_j + b) + r (fairseq's and TensorFlow Addons' additive monotonic energy without their
+``normalize`` option): ||v|| then bounds the energy's range by itself, which can grow freely.
 
 **Training** (``model.train()``): the expected alignment alpha_i of
 :func:`..monotonic.monotonic_alignment_step`, with p_ij = sigmoid(e_ij + N(0, n)) where n is
@@ -50,17 +53,27 @@ from .additive import AdditiveScorer, attention_dim
 from .base import Attention, AttentionStep, masked_softmax, position_dtype, source_lengths
 from .registry import register_attention
 
+ENERGY_FORMS = ("normalized", "unnormalized")
+
 
 class MonotonicEnergy(nn.Module):
-    """e = g v^T/||v|| tanh(W q + V h + b) + r, split into cached keys and a per-step part."""
+    """e = g v^T/||v|| tanh(W q + V h + b) + r (``normalized``) or v^T tanh(W q + V h + b) + r
+    (``unnormalized``, no g), split into cached keys and a per-step part."""
 
-    def __init__(self, query_dim: int, key_dim: int, attn_dim: int, bias_init: float):
+    def __init__(
+        self, query_dim: int, key_dim: int, attn_dim: int, bias_init: float, form: str = "normalized"
+    ):
         super().__init__()
+        if form not in ENERGY_FORMS:
+            raise ValueError(
+                f"--monotonic-energy: unknown form {form!r}; valid choices: {', '.join(ENERGY_FORMS)}"
+            )
+        self.form = form
         self.query_proj = nn.Linear(query_dim, attn_dim, bias=False)  # W
         self.key_proj = nn.Linear(key_dim, attn_dim, bias=True)  # V, b
         bound = 1.0 / math.sqrt(attn_dim)
         self.v = nn.Parameter(torch.empty(attn_dim).uniform_(-bound, bound))
-        self.g = nn.Parameter(torch.tensor(bound))
+        self.g = nn.Parameter(torch.tensor(bound)) if form == "normalized" else None
         self.r = nn.Parameter(torch.tensor(float(bias_init)))
 
     def keys(self, keys_in: Tensor) -> Tensor:
@@ -68,7 +81,7 @@ class MonotonicEnergy(nn.Module):
         return self.key_proj(keys_in)
 
     def _direction(self) -> Tensor:
-        return self.g * self.v / self.v.norm()
+        return self.v if self.g is None else self.g * self.v / self.v.norm()
 
     def energies(self, query: Tensor, keys: Tensor) -> Tensor:
         """query: batch x query_dim; keys: batch x n x attn_dim -> batch x n."""
@@ -93,7 +106,11 @@ class MonotonicAttentionBase(Attention):
         self.attn_dim = attention_dim(args, query_dim)
         self.noise_var = getattr(args, "monotonic_noise_var", 4.0)
         self.energy = MonotonicEnergy(
-            query_dim, key_dim, self.attn_dim, getattr(args, "monotonic_energy_bias_init", -4.0)
+            query_dim,
+            key_dim,
+            self.attn_dim,
+            getattr(args, "monotonic_energy_bias_init", -4.0),
+            getattr(args, "monotonic_energy", None) or "normalized",
         )
 
     @staticmethod
@@ -104,6 +121,13 @@ class MonotonicAttentionBase(Attention):
             metavar="N",
             help="variance n of the Gaussian noise added to the monotonic energies in training "
             "(MILk Eq. 11; paper: 4); 0 = none",
+        )
+        parser.add_argument(
+            "--monotonic-energy",
+            choices=ENERGY_FORMS,
+            metavar="FORM",
+            help="the head's energy: normalized (Raffel's g v/||v||, MILk Eq. 7; default) or "
+            "unnormalized (v^T tanh(...) + r, as fairseq's and TF Addons' additive energy)",
         )
         parser.add_argument(
             "--monotonic-energy-bias-init",

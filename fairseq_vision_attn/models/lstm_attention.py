@@ -475,6 +475,7 @@ MECHANISM_FLAGS = {
     "memory_normalize": (("memory",), "time"),
     "monotonic_noise_var": (_MONOTONIC, 4.0),
     "monotonic_energy_bias_init": (_MONOTONIC, -4.0),
+    "monotonic_energy": (_MONOTONIC, "normalized"),
     "mocha_chunk_size": (("mocha",), 8),
     "waitk_lagging": (("waitk",), 3),
     "waitk_rate": (("waitk",), 1.0),
