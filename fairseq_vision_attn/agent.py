@@ -54,9 +54,15 @@ class StreamingAgent(TextToTextAgent):
         import fairseq_vision_attn  # noqa: F401  (registers the archs before loading)
 
         overrides = {"data": args.data_bin} if args.data_bin else {}
-        models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-            [args.checkpoint], arg_overrides=overrides
-        )
+        try:
+            models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+                [args.checkpoint], arg_overrides=overrides
+            )
+        except FileNotFoundError as err:  # the dictionaries' directory, as given or as trained
+            where = "--data-bin" if args.data_bin else "the data-bin the checkpoint was trained on"
+            raise VisionAttnError(
+                f"{err.filename}: no such directory ({where}, where dict.*.txt is read): pass --data-bin DIR"
+            ) from None
         self.model = models[0].eval()
         mechanism = streaming_attention(self.model)
         if mechanism is None:

@@ -33,10 +33,21 @@ if [ "$DEVICE" = cpu ]; then DEVICE_FLAGS=(--cpu); fi
 
 # train_logged NAME LOG MAX_EPOCH COMMAND...: COMMAND's output appended to LOG, one line per
 # epoch on the terminal, one line and exit status 1 if it fails
+# (TIME_LIMIT > 0: the run is stopped after that many seconds and exits 3; it resumes next time)
 train_logged() {
   local name=$1 log=$2 epochs=$3; shift 3
+  local limit=()
+  if [ "${TIME_LIMIT:-0}" -gt 0 ]; then limit=(timeout "$TIME_LIMIT"); fi
   say "$name: training, up to $epochs epochs (log: $log)"
-  if ! "$@" 2>&1 | python "$ROOT/recipes/progress.py" --name "$name" --log "$log" --max-epoch "$epochs"; then
+  set +e
+  "${limit[@]}" "$@" 2>&1 | python "$ROOT/recipes/progress.py" --name "$name" --log "$log" --max-epoch "$epochs"
+  local codes=("${PIPESTATUS[@]}")
+  set -e
+  if [ "${codes[0]}" -eq 124 ] && [ ${#limit[@]} -gt 0 ]; then
+    say "$name: stopped at TIME_LIMIT=$TIME_LIMIT s; it resumes from checkpoint_last.pt on the next run"
+    exit 3
+  fi
+  if [ "${codes[0]}" -ne 0 ] || [ "${codes[1]}" -ne 0 ]; then
     fail "$name: training failed: $(explain "$log") (log: $log)"
   fi
 }

@@ -52,7 +52,7 @@ mkdir -p "$OUT"
 # train_toy BIN DIR ARCH [flags...]
 train_toy() {
   local bin=$1 dir=$2 arch=$3; shift 3
-  [ -f "$dir/checkpoint_best.pt" ] && return 0
+  [ -f "$dir/done" ] && return 0  # finished; an interrupted run resumes from checkpoint_last.pt
   mkdir -p "$dir"
   train_logged "$(basename "$(dirname "$dir")")/$(basename "$dir")" "$dir/train.log" "$EPOCHS" \
   fairseq-train "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn --arch "$arch" \
@@ -65,6 +65,7 @@ train_toy() {
     --log-interval 100 --max-source-positions 1024 --max-target-positions 1024 \
     --eval-bleu --eval-bleu-detok space --eval-bleu-args '{"beam": 1}' --best-checkpoint-metric bleu \
     --maximize-best-checkpoint-metric "$@"
+  touch "$dir/done"
 }
 
 # decode_toy BIN DIR NAME: prints "NAME<TAB>BLEU<TAB>seconds" (fairseq-generate's own timing)

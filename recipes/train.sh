@@ -4,7 +4,8 @@
 # Settings are the data README's reference (1-layer biLSTM 256, Adam 1e-3, clip 3, max-tokens
 # 4000, dropout 0.2, EPOCHS=8). Checkpoints go to OUT_DIR/checkpoints, fairseq's output to
 # OUT_DIR/train.log; the terminal gets one line per epoch. Re-running resumes from
-# checkpoint_last.pt (a finished run returns at once). DEVICE: auto (GPU if any), cpu or cuda.
+# checkpoint_last.pt (a finished run returns at once). DEVICE: auto (GPU if any), cpu or cuda;
+# NAME (the name on the progress lines; default ARCH); TIME_LIMIT (seconds, 0 = none: stop, exit 3).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 arch=${1:?"usage: train.sh ARCH DATA_BIN OUT_DIR [fairseq-train flags]"}
@@ -16,7 +17,7 @@ EPOCHS=${EPOCHS:-8}
   || usage_error "DATA_BIN $bin holds no fairseq dictionary (dict.*.txt): binarize it with recipes/prepare_data.sh"
 mkdir -p "$out"
 cd "$ROOT"
-train_logged "$arch" "$out/train.log" "$EPOCHS" \
+train_logged "${NAME:-$arch}" "$out/train.log" "$EPOCHS" \
   fairseq-train "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn --arch "$arch" \
   --encoder-embed-dim 256 --encoder-hidden-size 256 --decoder-embed-dim 256 --decoder-hidden-size 256 \
   --decoder-out-embed-dim 256 --dropout 0.2 --optimizer adam --lr 0.001 --clip-norm 3 \

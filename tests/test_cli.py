@@ -702,3 +702,21 @@ def test_sact_variants_train_and_decode(toy_data_bin, tmp_path):
         train_args(toy_data_bin, tmp_path / "g", "lstm_global", "--sact-form", "mlp"), cwd=REPO, check=False
     )
     assert proc.returncode == 2 and "--sact-form" in proc.stderr.splitlines()[-1]
+
+
+def test_simuleval_agent_errors_are_one_line(trained, toy_data_bin, tmp_path):
+    pytest.importorskip("simuleval", reason="SimulEval is not installed (pip install .[simuleval])")
+    raw = toy_data_bin / "raw"
+    base = ["simuleval", "--agent-class", "fairseq_vision_attn.agent.StreamingAgent", "--source"]
+    base += [str(raw / "test.src"), "--target", str(raw / "test.tgt"), "--no-progress-bar"]
+    milk, plain = (str(trained[arch] / "checkpoint_best.pt") for arch in ("lstm_milk", "lstm_global"))
+    cases = [
+        (["--checkpoint", milk, "--data-bin", str(tmp_path / "x")], f"{tmp_path / 'x'}: no such directory"),
+        (["--checkpoint", plain], "is not a streaming checkpoint"),
+        (["--checkpoint", str(tmp_path / "none.pt")], "Model file not found"),
+    ]
+    for extra, message in cases:
+        proc = run_cli([*base, *extra, "--output", str(tmp_path / "out")], cwd=REPO, check=False)
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-1500:]
+        assert proc.stderr.strip().splitlines()[-1].startswith("fairseq-vision-attn: error: ")
+        assert message in proc.stderr.strip().splitlines()[-1]

@@ -129,3 +129,35 @@ def test_training_prints_one_line_per_epoch(tmp_path, toy_data_bin):
     )
     assert len(lines) == 4 and (out / "checkpoints" / "checkpoint_best.pt").exists()
     assert "fairseq_cli.train" in (out / "train.log").read_text()  # fairseq's own output is in the log
+
+
+def test_queue_trains_resumes_skips_and_tabulates(tmp_path, toy_data_bin):
+    """recipes/queue.sh: two systems side by side under the one rule, a finished system skipped
+    on the next run, each decoded on valid and test into one table per subset."""
+    queue = tmp_path / "queue.txt"
+    queue.write_text(
+        "# name arch flags\nglobal lstm_global --max-tokens 500\n\nsact lstm_sact --max-tokens 500\n"
+    )
+    out = tmp_path / "claims"
+    env = {"EPOCHS": "1", "DEVICE": "cpu", "RULE": "--lr-scheduler fixed"}
+    args = [str(queue), str(toy_data_bin / "data-bin"), str(out)]
+    result = run_recipe("queue.sh", args, env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    for name in ("global", "sact"):
+        assert (out / name / "done").exists() and (out / name / "test.jsonl").exists()
+    table = (out / "table.test.tsv").read_text().splitlines()
+    assert table[0].startswith("system\tBLEU") and [row.split("\t")[0] for row in table[1:]] == [
+        "global",
+        "sact",
+    ]
+    assert "sact: epoch 1/1 valid loss" in result.stderr  # progress lines carry the system's name
+    again = run_recipe("queue.sh", args, env)
+    assert again.returncode == 0 and again.stderr.count("trained already") == 2
+    assert "decoding" not in again.stderr  # the hypotheses are newer than the checkpoints
+
+
+def test_queue_refuses_a_line_without_an_arch(tmp_path):
+    queue = tmp_path / "queue.txt"
+    queue.write_text("lonely\n")
+    result = run_recipe("queue.sh", [str(queue), str(tmp_path / "bin"), str(tmp_path / "out")], {})
+    assert result.returncode == 2 and "line 'lonely' names no ARCH" in result.stderr

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Train a list of systems to convergence side by side, resumably, then decode each on valid and
+# test: the unit of work of the claims tables (docs/results.md), on a GPU or the CPU.
+#   bash recipes/queue.sh QUEUE_FILE DATA_BIN OUT_DIR
+# QUEUE_FILE: one system per line, `NAME ARCH [fairseq-train flags ...]`; blank lines and lines
+# starting with '#' are skipped. Each system trains with recipes/train.sh (the recipes' sizes)
+# under the one stopping rule RULE into OUT_DIR/NAME; a system whose OUT_DIR/NAME/done exists is
+# skipped, one interrupted resumes from its checkpoint_last.pt. Then every system is decoded on
+# valid and test with --stats-output (OUT_DIR/NAME/{valid,test}.{txt,jsonl}) and
+# OUT_DIR/table.{valid,test}.tsv is written (recipes' report, sacrebleu TOKENIZE).
+# Environment: PARALLEL (2; 7 fit an H100), THREADS (1 per training), BEAM (5), TOKENIZE (none),
+# GEN_FLAGS (extra fairseq-generate flags, e.g. "--remove-bpe"), TIME_LIMIT (seconds per training
+# run, 0 = none: a run cut by it resumes next time), DEVICE (auto, cpu, cuda),
+# RULE (default: the plateau rule below), SUBSETS ("valid test").
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+queue=$(arg_path "${1:?"usage: queue.sh QUEUE_FILE DATA_BIN OUT_DIR"}" "")
+bin=$(arg_path "${2:?DATA_BIN}" "")
+out=$(arg_path "${3:?OUT_DIR}" "")
+[ -f "$queue" ] || usage_error "QUEUE_FILE $queue does not exist"
+PARALLEL=${PARALLEL:-2}; BEAM=${BEAM:-5}; TOKENIZE=${TOKENIZE:-none}; TIME_LIMIT=${TIME_LIMIT:-0}
+SUBSETS=${SUBSETS:-"valid test"}
+[[ $PARALLEL =~ ^[1-9][0-9]*$ ]] || usage_error "PARALLEL: '$PARALLEL' is not a positive integer"
+[[ $TIME_LIMIT =~ ^[0-9]+$ ]] || usage_error "TIME_LIMIT: '$TIME_LIMIT' is not a number of seconds"
+# The stopping rule of every real-data model: halve the learning rate when validation loss does
+# not improve, stop after 5 epochs without improvement, at most 60 epochs.
+RULE=${RULE:-"--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 0 --patience 5"}
+export EPOCHS=${EPOCHS:-60} OMP_NUM_THREADS=${THREADS:-1}
+cd "$ROOT"
+
+names=()
+specs_dir=$out/.queue
+mkdir -p "$specs_dir"
+while read -r name arch flags; do
+  [[ -z ${name:-} || $name == \#* ]] && continue
+  [ -n "${arch:-}" ] || usage_error "$queue: line '$name' names no ARCH (NAME ARCH [flags])"
+  names+=("$name")
+  echo "$arch ${flags:-}" > "$specs_dir/$name"
+done < "$queue"
+[ ${#names[@]} -gt 0 ] || usage_error "$queue lists no system"
+say "${#names[@]} systems, $PARALLEL at a time, rule: $RULE, at most $EPOCHS epochs"
+
+train_one() {
+  local name=$1 arch flags
+  read -r arch flags < "$specs_dir/$name"
+  # shellcheck disable=SC2086
+  if NAME=$name TIME_LIMIT=$TIME_LIMIT bash recipes/train.sh "$arch" "$bin" "$out/$name" $RULE $flags; then
+    touch "$out/$name/done"
+  else
+    say "$name: not finished (resumes on the next run)"
+  fi
+}
+running=0
+for name in "${names[@]}"; do
+  if [ -f "$out/$name/done" ]; then say "$name: trained already"; continue; fi
+  train_one "$name" &
+  running=$((running + 1))
+  if [ "$running" -ge "$PARALLEL" ]; then wait -n || true; running=$((running - 1)); fi
+done
+wait || true
+
+for subset in $SUBSETS; do
+  specs=()
+  for name in "${names[@]}"; do
+    [ -f "$out/$name/done" ] || continue
+    f=$out/$name/$subset
+    if [ ! -s "$f.txt" ] || [ "$f.txt" -ot "$out/$name/checkpoints/checkpoint_best.pt" ]; then
+      say "decoding $name ($subset)"
+      # shellcheck disable=SC2086
+      fairseq-generate "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn \
+        --path "$out/$name/checkpoints/checkpoint_best.pt" --gen-subset "$subset" --beam "$BEAM" \
+        --batch-size 64 "${DEVICE_FLAGS[@]}" --stats-output "$f.jsonl" ${GEN_FLAGS:-} > "$f.txt" 2> "$f.log" \
+        || fail "decoding $name failed: $(explain "$f.log") (log: $f.log)"
+    fi
+    specs+=("$name=$f.txt:$f.jsonl")
+  done
+  [ ${#specs[@]} -gt 0 ] || continue
+  python -m fairseq_vision_attn.report "${specs[@]}" --tokenize "$TOKENIZE" > "$out/table.$subset.tsv"
+  say "table: $out/table.$subset.tsv"
+done
