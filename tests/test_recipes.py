@@ -152,7 +152,7 @@ def test_queue_trains_resumes_skips_and_tabulates(tmp_path, toy_data_bin):
     ]
     assert "sact: epoch 1/1 valid loss" in result.stderr  # progress lines carry the system's name
     again = run_recipe("queue.sh", args, env)
-    assert again.returncode == 0 and again.stderr.count("trained already") == 2
+    assert again.returncode == 0 and again.stderr.count("trained already") == 3
     assert "decoding" not in again.stderr  # the hypotheses are newer than the checkpoints
 
 
@@ -161,3 +161,34 @@ def test_queue_refuses_a_line_without_an_arch(tmp_path):
     queue.write_text("lonely\n")
     result = run_recipe("queue.sh", [str(queue), str(tmp_path / "bin"), str(tmp_path / "out")], {})
     assert result.returncode == 2 and "line 'lonely' names no ARCH" in result.stderr
+
+
+CLAIM_QUEUES = sorted((ROOT / "recipes" / "claims").glob("*.queue"))
+
+
+@pytest.mark.parametrize("queue", CLAIM_QUEUES, ids=[q.stem for q in CLAIM_QUEUES])
+def test_claims_queues_parse_and_fit_one_gpu_call(queue):
+    """Every system of the claims queues parses with fairseq-train's parser and passes the
+    package's flag checks (a typo must not cost a GPU call); at most 7 per queue, unique names."""
+    from fairseq import options
+
+    from fairseq_vision_attn.models.lstm_attention import refuse_ignored_flags, validate_args
+
+    lines = [
+        line.split() for line in queue.read_text().splitlines() if line.strip() and not line.startswith("#")
+    ]
+    assert 0 < len(lines) <= 7 and len({line[0] for line in lines}) == len(lines)
+    for _name, arch, *flags in lines:
+        argv = [
+            "bin",
+            "--user-dir",
+            "fairseq_vision_attn",
+            "--task",
+            "translation_vision_attn",
+            "--arch",
+            arch,
+        ]
+        args = options.parse_args_and_arch(options.get_training_parser(), [*argv, *flags])
+        if arch.startswith("lstm_"):
+            validate_args(args)
+            refuse_ignored_flags(args)
