@@ -74,11 +74,14 @@ def markdown(output):
         blocks.append(current)
     if not blocks:
         raise SystemExit("run_all: the benchmark printed no table")
-    header, *rows = blocks[-1]
+    header, *rows = ([cell.replace("|", "\\|") for cell in row] for row in blocks[-1])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     notes = [line[2:] for line in output.splitlines() if line.startswith("# machine:")]
-    return "\n".join(lines), (notes[-1] if notes else "")
+    if not notes:  # a benchmark that does not record the load itself
+        load, cores = os.getloadavg()[0], os.cpu_count() or 1
+        notes = [f"machine: {cores} cores, load average {load:.2f} at the end of the run"]
+    return "\n".join(lines), notes[-1]
 
 
 def block(name, command, table, note, when):
@@ -87,7 +90,8 @@ def block(name, command, table, note, when):
         f"<!-- run_all: {name} -->\n"
         f"    {shown}\n\n"
         f"{table}\n\n"
-        f"Measured by `python benchmarks/run_all.py --only {name}` on {when}: {cpu_model()}, {note}.\n"
+        f"Measured by `python benchmarks/run_all.py --only {name}` on {when}: {cpu_model()}, {note} "
+        "(the benchmark itself keeps one core busy).\n"
         f"<!-- /run_all: {name} -->"
     )
 

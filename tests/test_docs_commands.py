@@ -52,9 +52,16 @@ def _snippets(text):
     return blocks + [span for span in inline if span.startswith("python -m fairseq_vision_attn.")]
 
 
+REDIRECTIONS = (">", ">>", "<", "2>", "2>>", "&>")
+
+
 def _commands(snippet):
     for part in re.split(r"&&|;|\|", snippet.split("#")[0]):
         words = shlex.split(part)
+        for i, word in enumerate(words):  # `cmd ... > out.txt`: the redirection is the shell's
+            if word in REDIRECTIONS:
+                words = words[:i]
+                break
         if words:
             yield words
 

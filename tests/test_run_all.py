@@ -24,16 +24,18 @@ def test_rewrites_only_its_block(tmp_path):
         "<!-- /run_all: memory_speed -->\n"
         "prose after\n<!-- run_all: flexible_speed -->\nkept\n<!-- /run_all: flexible_speed -->\n"
     )
-    fake = "print('progress line'); print('length\\tsystem\\tspeed-up'); print('100\\tK=32\\t1.76x');"
+    fake = "print('progress line'); print('length\\tsystem\\tspeed-up |x|'); print('100\\tK=32\\t1.76x');"
     fake += "print('# machine: 2 cores, load average 0.40 at the end of the run')"
     script = tmp_path / "fake_benchmark.py"
     script.write_text(fake.replace("; ", "\n"))
     run_all(["--only", "memory_speed", "--doc", str(doc), "--command", sys.executable, str(script)])
     text = doc.read_text()
     assert "old table" not in text and "kept" in text and "prose before" in text and "prose after" in text
-    assert "| length | system | speed-up |\n|---|---|---|\n| 100 | K=32 | 1.76x |" in text
+    assert (
+        "| length | system | speed-up \\|x\\| |\n|---|---|---|\n| 100 | K=32 | 1.76x |" in text
+    )  # pipes escaped
     assert "    python benchmarks/bench_memory_speed.py --lengths 100 200 --sizes 16 32 64" in text
-    assert "2 cores, load average 0.40 at the end of the run." in text
+    assert "2 cores, load average 0.40 at the end of the run (the benchmark itself" in text
     assert "progress line" not in text
 
 
