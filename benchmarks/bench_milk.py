@@ -27,7 +27,7 @@ import tempfile
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_vs_fairseq_lstm import toy_data, train  # noqa: E402
+from bench_vs_fairseq_lstm import set_device, toy_data, train  # noqa: E402
 from common import interleaved, machine_load_note, spread  # noqa: E402
 
 from fairseq_vision_attn.monotonic import expected_alignment_from_p  # noqa: E402
@@ -43,6 +43,7 @@ SYSTEMS = {
 
 
 def bench_train(args):
+    set_device(args.device)
     with tempfile.TemporaryDirectory() as tmp:
         data_bin = args.data_bin or toy_data(tmp)
         wps = {name: [] for name in SYSTEMS}
@@ -112,6 +113,7 @@ def main():
     t.add_argument("--data-bin", help="binarized corpus (default: a generated toy corpus)")
     t.add_argument("--updates", type=int, default=100)
     t.add_argument("--rounds", type=int, default=2)
+    t.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="cuda: the GPU goal of issue 21")
     a = sub.add_parser("alignment")
     a.add_argument("--batch", type=int, default=32)
     a.add_argument("--tgt-len", type=int, default=30)

@@ -57,6 +57,13 @@ SYSTEMS = {
 }
 
 
+DEVICE_FLAGS = ["--cpu"]  # --device cuda empties it: fairseq then trains and decodes on the GPU
+
+
+def set_device(device):
+    DEVICE_FLAGS[:] = ["--cpu"] if device == "cpu" else []
+
+
 def run(cmd):
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     if proc.returncode != 0:
@@ -83,7 +90,7 @@ def train(name, data_bin, save_dir, updates, system=None, criterion=("--criterio
             "4000",
             "--max-update",
             str(updates),
-            "--cpu",
+            *DEVICE_FLAGS,
             "--num-workers",
             "0",
             "--seed",
@@ -121,7 +128,7 @@ def generate(name, data_bin, save_dir, subset):
             "5",
             "--batch-size",
             "64",
-            "--cpu",
+            *DEVICE_FLAGS,
             "--quiet",
         ]
     )
@@ -183,7 +190,9 @@ def main():
     parser.add_argument("--updates", type=int, default=150, help="training updates per run")
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds per system")
     parser.add_argument("--gen-subset", default="test")
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = parser.parse_args()
+    set_device(args.device)
     with tempfile.TemporaryDirectory() as tmp:
         data_bin = args.data_bin or toy_data(tmp)
         metrics = ("train wps", "generate sent/s", "generate tokens/s")

@@ -98,14 +98,15 @@ def test_relative_paths_are_the_callers(tmp_path):
     assert f"DATA_BIN {tmp_path}/bin holds no fairseq dictionary" in result.stderr
 
 
+def train_recipe(toy_data_bin, out, epochs, *flags):
+    args = ["lstm_global", str(toy_data_bin / "data-bin"), str(out), *flags]
+    return run_recipe("train.sh", args, {"EPOCHS": str(epochs), "DEVICE": "cpu"})
+
+
 def test_failed_training_is_one_line(tmp_path, toy_data_bin):
     """fairseq's output goes to the log; the terminal gets the one line that says why."""
     out = tmp_path / "exp"
-    result = run_recipe(
-        "train.sh",
-        ["lstm_global", str(toy_data_bin / "data-bin"), str(out), "--memory-size", "3"],
-        {"EPOCHS": "1", "DEVICE": "cpu"},
-    )
+    result = train_recipe(toy_data_bin, out, 1, "--memory-size", "3")
     assert result.returncode == 1
     lines = result.stderr.strip().splitlines()
     assert lines[0] == f"[train] lstm_global: training, up to 1 epochs (log: {out}/train.log)"
@@ -116,11 +117,7 @@ def test_failed_training_is_one_line(tmp_path, toy_data_bin):
 
 def test_training_prints_one_line_per_epoch(tmp_path, toy_data_bin):
     out = tmp_path / "exp"
-    result = run_recipe(
-        "train.sh",
-        ["lstm_global", str(toy_data_bin / "data-bin"), str(out), "--max-tokens", "500"],
-        {"EPOCHS": "2", "DEVICE": "cpu"},
-    )
+    result = train_recipe(toy_data_bin, out, 2, "--max-tokens", "500")
     assert result.returncode == 0, result.stderr
     lines = result.stderr.strip().splitlines()
     assert lines[1].startswith("lstm_global: epoch 1/2 valid loss ") and "left at most" in lines[1]
@@ -179,16 +176,8 @@ def test_claims_queues_parse_and_fit_one_gpu_call(queue):
     ]
     assert 0 < len(lines) <= 7 and len({line[0] for line in lines}) == len(lines)
     for _name, arch, *flags in lines:
-        argv = [
-            "bin",
-            "--user-dir",
-            "fairseq_vision_attn",
-            "--task",
-            "translation_vision_attn",
-            "--arch",
-            arch,
-        ]
-        args = options.parse_args_and_arch(options.get_training_parser(), [*argv, *flags])
+        argv = ["bin", "--user-dir", "fairseq_vision_attn", "--task", "translation_vision_attn"]  # fmt: skip
+        args = options.parse_args_and_arch(options.get_training_parser(), [*argv, "--arch", arch, *flags])
         if arch.startswith("lstm_"):
             validate_args(args)
             refuse_ignored_flags(args)
