@@ -2,7 +2,7 @@
 
 Loaded with ``--user-dir fairseq_vision_attn`` (or by import), it registers the model family
 ``vision_attn_lstm`` with its architectures, the task ``translation_vision_attn`` and the
-package's criteria. See README.md for the map of files to papers.
+package's criteria. See docs/mechanisms.md for the map of files to papers.
 """
 
 import logging

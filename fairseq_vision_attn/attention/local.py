@@ -5,7 +5,7 @@
     window = [round(p_t) - D, round(p_t) + D] intersected with 1..S,  sigma = D / 2
 
 S is each sentence's real length, positions are 1-indexed. Choices where the papers are
-silent, documented here and in the README:
+silent, documented here and in docs/mechanisms.md:
 
 - the query h is h_{t-1} (this decoder attends before its LSTM step, Bahdanau order), where
   Luong uses h_t;

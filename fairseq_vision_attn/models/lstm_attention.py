@@ -131,7 +131,7 @@ class VisionAttnLSTMModel(FairseqEncoderDecoderModel):
 
     def init_uniform(self, bound):
         """U(-bound, bound) for every parameter outside the embeddings and the attention module
-        (learns far faster than PyTorch's defaults here: README, "Initialisation")."""
+        (learns far faster than PyTorch's defaults here: docs/results.md, "Initialisation")."""
         skip = (self.encoder.embed_tokens, self.decoder.embed_tokens, self.decoder.attention)
         skipped = {id(p) for module in skip for p in module.parameters()}
         for param in self.parameters():
