@@ -5,7 +5,7 @@
 # QUEUE_FILE: one system per line, `NAME ARCH [fairseq-train flags ...]`; blank lines and lines
 # starting with '#' are skipped. Each system trains with recipes/train.sh (the recipes' sizes)
 # under the one stopping rule RULE into OUT_DIR/NAME; a system whose OUT_DIR/NAME/done exists is
-# skipped, one interrupted resumes from its checkpoint_last.pt. Then every system is decoded on
+# skipped, one interrupted resumes from its checkpoint_last.pt. Then every system is decoded (PARALLEL at a time) on
 # valid and test with --stats-output (OUT_DIR/NAME/{valid,test}.{txt,jsonl}) and
 # OUT_DIR/table.{valid,test}.tsv is written (recipes' report, sacrebleu TOKENIZE).
 # Environment: PARALLEL (2; 7 fit an H100), THREADS (1 per training), BEAM (5), TOKENIZE (none),
@@ -59,20 +59,31 @@ for name in "${names[@]}"; do
 done
 wait || true
 
+decode_one() {  # NAME SUBSET: hypotheses and statistics of the best checkpoint
+  local f=$out/$1/$2
+  say "decoding $1 ($2)"
+  # shellcheck disable=SC2086
+  fairseq-generate "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn \
+    --path "$out/$1/checkpoints/checkpoint_best.pt" --gen-subset "$2" --beam "$BEAM" \
+    --batch-size 64 "${DEVICE_FLAGS[@]}" --stats-output "$f.jsonl" ${GEN_FLAGS:-} > "$f.txt" 2> "$f.log" \
+    || { rm -f "$f.txt"; say "decoding $1 ($2) failed: $(explain "$f.log") (log: $f.log)"; }
+}
+running=0  # decoding side by side too: on a GPU each fairseq-generate is mostly start-up
+for subset in $SUBSETS; do
+  for name in "${names[@]}"; do
+    f=$out/$name/$subset
+    [ -f "$out/$name/done" ] || continue
+    [ -s "$f.txt" ] && [ "$f.txt" -nt "$out/$name/checkpoints/checkpoint_best.pt" ] && continue
+    decode_one "$name" "$subset" &
+    running=$((running + 1))
+    if [ "$running" -ge "$PARALLEL" ]; then wait -n || true; running=$((running - 1)); fi
+  done
+done
+wait || true
 for subset in $SUBSETS; do
   specs=()
   for name in "${names[@]}"; do
-    [ -f "$out/$name/done" ] || continue
-    f=$out/$name/$subset
-    if [ ! -s "$f.txt" ] || [ "$f.txt" -ot "$out/$name/checkpoints/checkpoint_best.pt" ]; then
-      say "decoding $name ($subset)"
-      # shellcheck disable=SC2086
-      fairseq-generate "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn \
-        --path "$out/$name/checkpoints/checkpoint_best.pt" --gen-subset "$subset" --beam "$BEAM" \
-        --batch-size 64 "${DEVICE_FLAGS[@]}" --stats-output "$f.jsonl" ${GEN_FLAGS:-} > "$f.txt" 2> "$f.log" \
-        || fail "decoding $name failed: $(explain "$f.log") (log: $f.log)"
-    fi
-    specs+=("$name=$f.txt:$f.jsonl")
+    [ -s "$out/$name/$subset.txt" ] && specs+=("$name=$out/$name/$subset.txt:$out/$name/$subset.jsonl")
   done
   [ ${#specs[@]} -gt 0 ] || continue
   python -m fairseq_vision_attn.report "${specs[@]}" --tokenize "$TOKENIZE" > "$out/table.$subset.tsv"

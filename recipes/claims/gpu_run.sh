@@ -2,7 +2,7 @@
 # One device call of the claims issue: train one queue (<= 7 systems) side by side on the lent
 # GPU, decode valid and test, and pack everything but the checkpoints into $OUT.
 #   run (carry [".gpu"]):  source .gpu/setup.sh && bash recipes/claims/gpu_run.sh enja_1
-# A call is limited to 10 minutes and the machine keeps nothing: TIME_LIMIT (default 480 s) stops
+# A call is limited to 10 minutes and the machine keeps nothing: TIME_LIMIT (default 420 s) stops
 # every training in time to decode and pack; a system it stopped is reported unfinished, and a
 # rerun starts it over (the queue's own resume needs the files of the previous call).
 set -euo pipefail
@@ -19,7 +19,7 @@ gen=()
 [ "$corpus" = deen ] && gen=(--remove-bpe --tokenizer moses --source-lang de --target-lang en)
 SUBSETS=${SUBSETS:-"valid test $([ "$corpus" = deen ] && echo test1)"} \
   GEN_FLAGS="${gen[*]}" TOKENIZE=$([ "$corpus" = deen ] && echo 13a || echo none) \
-  PARALLEL=${PARALLEL:-7} TIME_LIMIT=${TIME_LIMIT:-480} DEVICE=${DEVICE:-cuda} THREADS=2 \
+  PARALLEL=${PARALLEL:-7} TIME_LIMIT=${TIME_LIMIT:-420} DEVICE=${DEVICE:-cuda} THREADS=2 \
   bash recipes/queue.sh "$queue" "$work/prep/data-bin" "$work/$name"
 tar -czf "${OUT:-.}/$name.tgz" --exclude='*.pt' -C "$work" "$name"
 echo "packed ${OUT:-.}/$name.tgz"
