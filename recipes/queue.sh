@@ -11,7 +11,7 @@
 # Environment: PARALLEL (2; 7 fit an H100), THREADS (1 per training), BEAM (5), TOKENIZE (none),
 # GEN_FLAGS (extra fairseq-generate flags, e.g. "--remove-bpe"), TIME_LIMIT (seconds per training
 # run, 0 = none: a run cut by it resumes next time), DEVICE (auto, cpu, cuda),
-# RULE (default: the plateau rule below), SUBSETS ("valid test").
+# RULE (default: the plateau rule below), SUBSETS ("valid test"), REPORT_FLAGS (e.g. "--ribes").
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 queue=$(arg_path "${1:?"usage: queue.sh QUEUE_FILE DATA_BIN OUT_DIR"}" "")
@@ -86,6 +86,7 @@ for subset in $SUBSETS; do
     [ -s "$out/$name/$subset.txt" ] && specs+=("$name=$out/$name/$subset.txt:$out/$name/$subset.jsonl")
   done
   [ ${#specs[@]} -gt 0 ] || continue
-  python -m fairseq_vision_attn.report "${specs[@]}" --tokenize "$TOKENIZE" > "$out/table.$subset.tsv"
+  # shellcheck disable=SC2086
+  python -m fairseq_vision_attn.report "${specs[@]}" --tokenize "$TOKENIZE" ${REPORT_FLAGS:-} > "$out/table.$subset.tsv"
   say "table: $out/table.$subset.tsv"
 done

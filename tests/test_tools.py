@@ -1,6 +1,7 @@
 """Toy data generator, statistics and the report table."""
 
 import json
+import sys
 
 import pytest
 
@@ -220,3 +221,24 @@ def test_latency_plot_reads_the_report_table(tmp_path):
     bad.write_text("system\tBLEU\twindow_sizes\nglobal\t30\t9\n")
     with pytest.raises(SystemExit, match="no column DAL"):
         plots.read_latency_points(bad)
+
+
+def test_report_ribes_by_hand(tmp_path, capsys, monkeypatch):
+    """RIBES = NKT * P^0.25 * BP^0.10 (Isozaki et al. 2010): an identical sentence scores 1; one
+    swapped pair of 4 words has Kendall's tau (5 - 1) / 6, NKT = (tau + 1) / 2 = 5/6, P = BP = 1;
+    a reversed sentence scores 0. Table value: the mean, x 100."""
+    pytest.importorskip("nltk", reason="nltk is not installed (pip install -e .[test])")
+    gen = tmp_path / "gen.txt"
+    gen.write_text(
+        "S-0\tq\nT-0\ta b c d\nD-0\t-0.1\ta b c d\n"
+        "S-1\tq\nT-1\ta b c d\nD-1\t-0.1\ta b d c\n"
+        "S-2\tq\nT-2\ta b c d\nD-2\t-0.1\td c b a\n"
+    )
+    assert report.ribes(str(gen)) == pytest.approx(100 * (1 + 5 / 6 + 0) / 3)
+    report.main(["--ribes", f"sys={gen}"])
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split("\t") == ["system", "BLEU", "RIBES"] and row.split("\t")[2] == "61.11"
+    monkeypatch.setitem(sys.modules, "nltk.translate.ribes_score", None)  # as if nltk were missing
+    with pytest.raises(SystemExit) as exit_:
+        report.main(["--ribes", f"sys={gen}"])
+    assert exit_.value.code == 2 and "--ribes needs nltk" in capsys.readouterr().err

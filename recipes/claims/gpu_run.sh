@@ -4,7 +4,9 @@
 #   run (carry [".gpu"]):  source .gpu/setup.sh && bash recipes/claims/gpu_run.sh enja_1
 # A call is limited to 10 minutes and the machine keeps nothing: TIME_LIMIT (default 420 s) stops
 # every training in time to decode and pack; a system it stopped is reported unfinished, and a
-# rerun starts it over (the queue's own resume needs the files of the previous call).
+# rerun starts it over (the queue's own resume needs the files of the previous call). RIBES is
+# added to the En-Ja tables when nltk is there; else score the packed hypotheses here with
+# `python -m fairseq_vision_attn.report ... --ribes`.
 set -euo pipefail
 name=${1:?"usage: gpu_run.sh QUEUE_NAME (enja_1, enja_2, enja_3, deen_1, deen_2)"}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -19,6 +21,7 @@ gen=()
 [ "$corpus" = deen ] && gen=(--remove-bpe --tokenizer moses --source-lang de --target-lang en)
 SUBSETS=${SUBSETS:-"valid test $([ "$corpus" = deen ] && echo test1)"} \
   GEN_FLAGS="${gen[*]}" TOKENIZE=$([ "$corpus" = deen ] && echo 13a || echo none) \
+  REPORT_FLAGS=$([ "$corpus" = enja ] && python -c "import nltk" 2>/dev/null && echo --ribes) \
   PARALLEL=${PARALLEL:-7} TIME_LIMIT=${TIME_LIMIT:-420} DEVICE=${DEVICE:-cuda} THREADS=2 \
   bash recipes/queue.sh "$queue" "$work/prep/data-bin" "$work/$name"
 tar -czf "${OUT:-.}/$name.tgz" --exclude='*.pt' -C "$work" "$name"
