@@ -143,24 +143,28 @@ def average_token_delay(delays: Sequence[float]) -> float:
     return total / len(delays)
 
 
-def latency_scores(delays: Sequence[float], src_len: int, ref_len: Optional[int] = None) -> Dict[str, float]:
+def latency_scores(
+    delays: Sequence[float], src_len: int, ref_len: Optional[int] = None, metrics: Sequence[str] = METRICS
+) -> Dict[str, float]:
     """AL, AP, DAL, LAAL and ATD of one sentence from a list of delays (one per written token).
 
     ``ref_len`` (the reference length) is |y| of AL and AP when given (SimulEval's default) and
     enters LAAL; DAL and ATD never use it. No delays (an empty hypothesis): NaN for each.
+    ``metrics``: the ones to compute (default all).
     """
     if len(delays) == 0:
-        return {name: float("nan") for name in METRICS}
+        return {name: float("nan") for name in metrics}
     d = torch.tensor([list(map(float, delays))], dtype=torch.float64)
     x = torch.tensor([float(src_len)], dtype=torch.float64)
     r = None if ref_len is None else torch.tensor([float(ref_len)], dtype=torch.float64)
-    return {
-        "AL": float(average_lagging(d, x, ref_len=r)[0]),
-        "AP": float(average_proportion(d, x, ref_len=r)[0]),
-        "DAL": float(differentiable_average_lagging(d, x)[0]),
-        "LAAL": float(length_adaptive_average_lagging(d, x, ref_len=r)[0]),
-        "ATD": average_token_delay([float(v) for v in delays]),
+    compute = {
+        "AL": lambda: float(average_lagging(d, x, ref_len=r)[0]),
+        "AP": lambda: float(average_proportion(d, x, ref_len=r)[0]),
+        "DAL": lambda: float(differentiable_average_lagging(d, x)[0]),
+        "LAAL": lambda: float(length_adaptive_average_lagging(d, x, ref_len=r)[0]),
+        "ATD": lambda: average_token_delay([float(v) for v in delays]),
     }
+    return {name: compute[name]() for name in metrics}
 
 
 def corpus_latency(sentences: Sequence[Dict[str, float]]) -> Dict[str, float]:

@@ -274,7 +274,9 @@ class TranslationVisionAttnTask(TranslationTask):
                 scores = dict(hypos[i][0]["latency"])  # AL, AP, DAL on the hypothesis length
                 if target is not None:  # LAAL with the reference (EOS included, like hypo_len)
                     row["ref_len"] = int(target[i].ne(self.tgt_dict.pad()).sum())
-                    scores["LAAL"] = latency_scores(row["delays"], row["src_len"], row["ref_len"])["LAAL"]
+                    scores.update(
+                        latency_scores(row["delays"], row["src_len"], row["ref_len"], metrics=("LAAL",))
+                    )
                 row.update({name: round(value, 4) for name, value in scores.items()})
                 if hypos[i][0].get("length_limited"):
                     row["length_limited"] = True
