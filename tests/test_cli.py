@@ -207,7 +207,7 @@ def test_streaming_arch_trains_with_the_latency_loss(arch, toy_data_bin, tmp_pat
 
 
 @pytest.mark.parametrize("arch", our_archs())
-def test_interactive_reads_piped_input(arch, trained, toy_data_bin):
+def test_interactive_reads_piped_input(arch, trained, toy_data_bin, tmp_path):
     """Every arch through fairseq-interactive on piped input: an empty line, unknown words and
     a 2,000-token line each get a hypothesis; streaming archs decode simultaneously."""
     cmd = interactive_args(toy_data_bin, trained[arch] / "checkpoint_best.pt", "--beam", "2")
@@ -220,10 +220,15 @@ def test_interactive_reads_piped_input(arch, trained, toy_data_bin):
     if arch in STREAMING:
         assert "| AL " in proc.stdout and "| DAL " in proc.stdout
     if arch in ("lstm_global", "lstm_milk"):  # over fairseq's default 1024 positions: named, skipped
-        proc = run_cli(cmd, cwd=REPO, input=lines)
+        stats = tmp_path / f"{arch}.jsonl"
+        proc = run_cli([*cmd, "--stats-output", str(stats)], cwd=REPO, input=lines)
         assert "warning: input line 4 skipped: 2001 tokens (with EOS), over the limit 1024" in proc.stderr
         hypos = [line.split("\t")[0] for line in proc.stdout.splitlines() if line.startswith("H-")]
         assert hypos == ["H-0", "H-1", "H-2", "H-4"] and "Traceback" not in proc.stderr
+        # --stats-output rows carry the same numbers, though the buffer of 4 lines is decoded
+        # sorted by length (the empty line first) and line 4 comes after a skipped one
+        rows = [json.loads(line) for line in stats.read_text().splitlines()]
+        assert [(row["id"], row["src_len"]) for row in rows] == [(0, 4), (1, 1), (2, 4), (4, 6)]
 
 
 def test_streaming_beam_message_and_length_limit(trained, toy_data_bin, tmp_path):

@@ -25,6 +25,7 @@ teacher-forced pass, see :mod:`..stats`).
 """
 
 import atexit
+import collections
 import contextlib
 import json
 import logging
@@ -117,6 +118,10 @@ class TranslationVisionAttnTask(TranslationTask):
         self.search_stats = SearchStats()
         self._summary_registered = False
         self._interactive_lines = 0  # input lines fairseq-interactive has handed over so far
+        # fairseq-interactive's sentences in the order they will be decoded, as 0-indexed input
+        # lines (its S-/H- numbers): its batches come sorted by length within a --buffer-size
+        # and its samples carry no id
+        self._interactive_order = collections.deque()
         self.length_limited = []  # ids of streaming hypotheses cut at --max-len-a/--max-len-b
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
@@ -169,7 +174,7 @@ class TranslationVisionAttnTask(TranslationTask):
         goes on."""
         kept, too_long = dataset.filter_indices_by_size(indices, max_positions)
         first_line = getattr(dataset, "vision_attn_first_line", None)
-        if len(too_long) > 0 and first_line is not None:
+        if first_line is not None:  # fairseq-interactive: batches follow ``kept``'s order
             limit = max_positions[0] if isinstance(max_positions, (tuple, list)) else max_positions
             for index in too_long:
                 size = int(np.atleast_1d(dataset.size(index))[0])
@@ -179,6 +184,7 @@ class TranslationVisionAttnTask(TranslationTask):
                     file=sys.stderr,
                     flush=True,
                 )
+            self._interactive_order.extend(first_line - 1 + int(index) for index in kept)
             return kept
         if len(too_long) > 0 and not ignore_invalid_inputs:
             size = tuple(int(n) for n in np.atleast_1d(dataset.size(too_long[0])))
@@ -263,7 +269,9 @@ class TranslationVisionAttnTask(TranslationTask):
         src_lengths = sample["net_input"]["src_lengths"].tolist()
         if "id" in sample:
             ids = sample["id"].tolist()
-        else:  # fairseq-interactive: sentences numbered in input order
+        elif len(self._interactive_order) >= len(best):  # fairseq-interactive: input lines
+            ids = [self._interactive_order.popleft() for _ in best]
+        else:  # a caller that filtered nothing through this task: numbered as they come
             ids = list(range(self.corpus_stats.sentences, self.corpus_stats.sentences + len(best)))
         target = sample.get("target")  # absent in fairseq-interactive
         for i, sample_id in enumerate(ids):
