@@ -3,6 +3,7 @@ function against fairseq's compiled ``expected_alignment_from_p_choose``.
 
     python benchmarks/bench_milk.py train [--data-bin DATA_BIN] [--updates 100] [--rounds 2]
     python benchmarks/bench_milk.py alignment [--batch 32] [--tgt-len 30] [--lengths 50 200 500]
+    python benchmarks/bench_milk.py kernels [--device cpu|cuda]
 
 ``train``: fairseq-train words/second (its own ``wps``, median of the logged intervals after
 the first) of ``lstm_global`` (cross-entropy) and ``lstm_milk`` (``--criterion
@@ -16,9 +17,20 @@ padding, the milliseconds of fairseq's op (forward only: it has no backward), of
 and ours forward + backward, interleaved repeats in one process, one thread, median [min-max]
 (``common.py``'s protocol); and the maximum difference of each from a float64 evaluation of the
 same recurrence (ours), with fairseq's default eps = 1e-6.
+
+``kernels``: why a GPU trains ``lstm_milk`` at half ``lstm_global``'s speed (issue 21, item 7)
+where a CPU does not. A recurrent decoder's training step on a GPU is bound by the kernels it
+launches per target step, not by arithmetic; this counts them without a GPU: the aten operations
+(views excluded: they launch nothing; about one kernel each) dispatched by one forward and
+backward pass of a training batch, per target step (the difference between 20 and 10 target
+steps, divided by 10), for fairseq's ``lstm`` and our archs at 256 units, in training mode,
+dropout 0. On a CPU the monotonic heads take the log-space form a GPU takes (the CPU's linear
+form is switched off: ``fairseq_vision_attn.monotonic.LINEAR_FORM_DEVICES``); ``--device cuda``
+counts on the GPU itself.
 """
 
 import argparse
+import collections
 import os
 import statistics
 import sys
@@ -28,8 +40,9 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_vs_fairseq_lstm import set_device, toy_data, train  # noqa: E402
-from common import interleaved, machine_load_note, spread  # noqa: E402
+from common import fresh_model, interleaved, machine_load_note, spread  # noqa: E402
 
+from fairseq_vision_attn import monotonic  # noqa: E402
 from fairseq_vision_attn.monotonic import expected_alignment_from_p  # noqa: E402
 
 OURS = ["--user-dir", "fairseq_vision_attn", "--task", "translation_vision_attn", "--arch"]
@@ -106,6 +119,73 @@ def bench_alignment(args):
     print(machine_load_note())
 
 
+def bench_kernels(args):
+    from fairseq.data import Dictionary
+    from fairseq.models.lstm import LSTMModel
+    from fairseq.models.lstm import base_architecture as fairseq_lstm_defaults
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Counter(TorchDispatchMode):
+        views = {"t", "detach", "view", "select", "unsqueeze", "squeeze", "slice", "transpose", "expand"}
+        views |= {"_unsafe_view", "unsafe_split", "alias", "permute", "as_strided", "split", "unbind"}
+
+        def __init__(self):
+            super().__init__()
+            self.ops = collections.Counter()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            name = func.overloadpacket.__name__
+            if name not in self.views:
+                self.ops[name] += 1
+            return func(*args, **(kwargs or {}))
+
+    def fairseq_lstm():
+        torch.manual_seed(0)
+        d = Dictionary()
+        for i in range(100):
+            d.add_symbol(f"w{i}")
+        flags = dict(arch="lstm", encoder_bidirectional=True, dropout=0.0, criterion="cross_entropy")
+        for name in ("encoder_embed_dim", "encoder_hidden_size", "decoder_embed_dim"):
+            flags[name] = 256
+        flags.update(decoder_hidden_size=256, decoder_out_embed_dim=256)
+        model_args = argparse.Namespace(**flags)
+        fairseq_lstm_defaults(model_args)
+        task = argparse.Namespace(source_dictionary=d, target_dictionary=d)
+        return LSTMModel.build_model(model_args, task)
+
+    def ops_per_step(model):
+        model = model.to(args.device).train()
+        counts = []
+        for tgt_len in (10, 20):
+            torch.manual_seed(0)
+            src = torch.randint(4, 100, (8, 12), device=args.device)
+            lengths = torch.full((8,), 12, device=args.device)
+            prev = torch.randint(4, 100, (8, tgt_len), device=args.device)
+            with Counter() as counter:
+                out, extra = model(src, lengths, prev)
+                loss = out.float().logsumexp(-1).sum()
+                delay = ((extra or {}).get("attention_extras") or {}).get("delay")
+                if delay is not None:  # the latency loss's path
+                    loss = loss + delay.sum()
+                loss.backward()
+            counts.append(counter.ops)
+        return {name: (counts[1][name] - counts[0][name]) / 10 for name in counts[1]}
+
+    if args.device == "cpu":
+        monotonic.LINEAR_FORM_DEVICES = ()  # the log-space form, as on a GPU
+    systems = {"fairseq lstm": fairseq_lstm}
+    for arch in ("lstm_global", "lstm_waitk", "lstm_monotonic", "lstm_mocha", "lstm_milk"):
+        systems[arch] = lambda arch=arch: fresh_model(arch, 100)
+    rows = {name: ops_per_step(build()) for name, build in systems.items()}
+    base = sum(rows["lstm_global"].values())
+    print("system\toperations per target step (forward + backward)\tratio to lstm_global\tthe most frequent")
+    for name, ops in rows.items():
+        total = sum(ops.values())
+        top = ", ".join(f"{op} {n:g}" for op, n in sorted(ops.items(), key=lambda kv: -kv[1])[:6] if n)
+        print(f"{name}\t{total:g}\t{total / base:.2f}x\t{top}")
+    print(f"# device: {args.device}; views excluded; batch 8, source 12, target 20 - 10 steps")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="what", required=True)
@@ -120,9 +200,11 @@ def main():
     a.add_argument("--lengths", type=int, nargs="+", default=[50, 200, 500])
     a.add_argument("--repeats", type=int, default=15)
     a.add_argument("--threads", type=int, default=1)
+    k = sub.add_parser("kernels")
+    k.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     args = parser.parse_args()
     torch.set_num_threads(getattr(args, "threads", 1))
-    bench_train(args) if args.what == "train" else bench_alignment(args)
+    {"train": bench_train, "alignment": bench_alignment, "kernels": bench_kernels}[args.what](args)
 
 
 if __name__ == "__main__":

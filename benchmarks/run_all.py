@@ -36,6 +36,7 @@ BENCHMARKS = {
     "memory_speed": ["bench_memory_speed.py", "--lengths", "100", "200", "--sizes", "16", "32", "64"],
     "milk_train": ["bench_milk.py", "train", "--updates", "60", "--rounds", "2"],
     "milk_alignment": ["bench_milk.py", "alignment", "--repeats", "15"],
+    "milk_kernels": ["bench_milk.py", "kernels"],
     "simultaneous_batch": [
         "bench_simultaneous_batch.py",
         "--archs",

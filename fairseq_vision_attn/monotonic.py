@@ -70,6 +70,9 @@ LOG_ZERO = -1e4
 LINEAR_SPAN = 600.0
 #: below this span the linear form runs in float32 (exp(75) times thousands of terms < 3.4e38)
 FLOAT32_SPAN = 75.0
+#: devices on which the linear form is tried (module docstring); ``benchmarks/bench_milk.py
+#: kernels`` empties it to count, on a CPU, the operations a GPU's log-space step launches
+LINEAR_FORM_DEVICES = ("cpu",)
 
 
 def _float(x: Tensor) -> Tensor:
@@ -132,7 +135,7 @@ def _linear_form(probs: Callable[[torch.dtype], Tuple[Tensor, Tensor]], input_dt
     """(stop, carry) = (p e^S, e^-S), ``... x src_len``, where e^S_j = prod_{l<j} (1 - p_l), in
     float32 if the rows' span allows it, else float64; None where the linear form is not exact
     or not worth it (module docstring). ``probs(dtype)`` gives (p, 1 - p) in that dtype."""
-    if device.type != "cpu":
+    if device.type not in LINEAR_FORM_DEVICES:
         return None
     for dtype, span in ((torch.float32, FLOAT32_SPAN), (torch.float64, LINEAR_SPAN)):
         if dtype == torch.float32 and input_dtype == torch.float64:

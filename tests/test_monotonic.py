@@ -9,6 +9,7 @@ import sys
 import pytest
 import torch
 
+from fairseq_vision_attn import monotonic
 from fairseq_vision_attn.attention import build_attention
 from fairseq_vision_attn.monotonic import (
     expected_alignment,
@@ -48,7 +49,15 @@ def naive_alignment(p, lengths, mass_preservation):
     return out
 
 
-def test_parallel_alignment_equals_naive_recurrence_with_padding():
+@pytest.fixture(params=["linear", "log"])
+def form(request, monkeypatch):
+    """Run a test with the CPU's linear form and with the log-space form a GPU takes."""
+    if request.param == "log":
+        monkeypatch.setattr(monotonic, "LINEAR_FORM_DEVICES", ())
+    return request.param
+
+
+def test_parallel_alignment_equals_naive_recurrence_with_padding(form):
     torch.manual_seed(0)
     lengths, tgt_len = [7, 4, 1, 6], 5
     mask = right_padded_mask(lengths, 7)
@@ -63,9 +72,15 @@ def test_parallel_alignment_equals_naive_recurrence_with_padding():
     torch.testing.assert_close(sums, torch.ones_like(sums))  # mass preservation: rows sum to 1
     leaky = expected_alignment(energy, mask, mass_preservation=False).sum(-1)
     assert (leaky[:2] < 1 - 1e-6).all()  # without it, mass leaks past the end
+    # the one-step function the decoder calls in training, step after step
+    log_alpha, rows = initial_log_alpha(mask, torch.float64), []
+    for i in range(tgt_len):
+        log_alpha = monotonic_alignment_step(log_alpha, energy[:, i], mask)
+        rows.append(log_alpha.exp().masked_fill(mask, 0.0))
+    torch.testing.assert_close(torch.stack(rows, 1), naive_alignment(p, lengths, True), rtol=1e-9, atol=1e-12)
 
 
-def test_alignment_gradients_equal_naive_and_pass_gradcheck():
+def test_alignment_gradients_equal_naive_and_pass_gradcheck(form):
     torch.manual_seed(1)
     lengths = [5, 3]
     mask = right_padded_mask(lengths, 5)
