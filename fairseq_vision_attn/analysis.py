@@ -1,7 +1,12 @@
-"""Where does SACT raise the temperature? (Lin et al. 2018, sec. 4.2 / Fig. 2)
+"""Analyses of decoded test sets: where SACT raises the temperature, and how far flexible
+attention's threshold can cut the window on a corpus.
 
     python -m fairseq_vision_attn.analysis temperature-by-word --generate GEN --stats STATS \\
         --dict DATA_BIN/dict.TGT.txt [--function-words 50] [--min-count 20]
+    python -m fairseq_vision_attn.analysis window-bound --stats STATS [--sigma 1.5] \\
+        [--taus 0.3 0.5 0.8 1.0 1.2 1.6]
+
+**temperature-by-word** (Lin et al. 2018, sec. 4.2 / Fig. 2).
 
 The paper reads its heatmaps as: the temperature rises on function words (prepositions,
 pronouns, punctuation: no single source word to copy) and falls on content words. This
@@ -10,6 +15,18 @@ independently, by the ``--function-words`` most frequent types of the target dic
 (closed-class words dominate any frequency list; for Japanese they are the particles, the
 copula and inflection endings, and punctuation); every other type counts as a content word.
 EOS (``</s>``) is reported apart.
+
+**window-bound** (Shu & Nakayama 2017, sec. 3.1 / Table 1). The window a threshold tau leaves
+is set in source positions: s with g(t) (s - p_{t-1})^2 / (2 sigma^2) < tau, i.e. at most
+2 sigma sqrt(2 tau / g(t)) positions around the previous focus, whatever the sentence's length.
+The share of the window it cuts therefore depends on how long the sentences are, and g(t) <= 1
+(a sigmoid) bounds it from above. From a flexible model's ``--stats-output`` (its per-step
+``g`` and ``focus``; decode with tau = inf to see its unconstrained path), this command
+recomputes, for each tau, the window every step would score with the model's own g(t) and with
+the strongest penalty g = 1 on the same focus path, as the decoder does (step 1 has no previous
+focus and scores the whole sentence; at least one position per step), and the share of the
+full window (every position at every step) each cuts. With g = 1 the cut is the most any
+flexible model (this sigma) can reach on these sentences at that tau.
 """
 
 import argparse
@@ -17,7 +34,7 @@ import math
 import sys
 from collections import defaultdict
 
-from .errors import one_line_errors
+from .errors import one_line_errors, positive_float
 from .plots import read_sentences, read_stats
 
 
@@ -87,6 +104,57 @@ def format_report(groups, per_type, min_count=20, top=10):
     return "\n".join(lines)
 
 
+def span_window(g, prev_focus, src_len, sigma, tau):
+    """Positions s in 1..src_len with g (s - prev_focus)^2 / (2 sigma^2) < tau, at least one
+    (the nearest to the focus): the window flexible attention scores at one step."""
+    if g <= 0:
+        return src_len
+    half = sigma * math.sqrt(2 * tau / g)
+    lo = max(math.floor(prev_focus - half) + 1, 1)
+    hi = min(math.ceil(prev_focus + half) - 1, src_len)
+    return max(hi - lo + 1, 1)
+
+
+def window_bound(stats, sigma, taus):
+    """Mean window per step at each tau, with the model's g(t) and with g = 1.
+
+    Args:
+        stats: id -> --stats-output row with ``src_len``, ``g`` and ``focus`` (one per step).
+    Returns:
+        (full, rows): the mean full window (positions per step), and one
+        ``(tau, window with the model's g, window with g = 1)`` per tau.
+    """
+    steps = []  # (src_len, g, previous focus or None at step 1)
+    for row in stats.values():
+        if "g" not in row or "focus" not in row:
+            continue
+        prev = [None] + row["focus"][:-1]
+        steps += [(row["src_len"], g, p) for g, p in zip(row["g"], prev)]
+    if not steps:
+        return None, []
+    full = sum(n for n, _, _ in steps) / len(steps)
+    rows = []
+    for tau in taus:
+        own = strongest = 0
+        for n, g, p in steps:
+            own += n if p is None else span_window(g, p, n, sigma, tau)
+            strongest += n if p is None else span_window(1.0, p, n, sigma, tau)
+        rows.append((tau, own / len(steps), strongest / len(steps)))
+    return full, rows
+
+
+def format_window_bound(full, rows, sigma, stats):
+    g = [v for row in stats.values() for v in row.get("g", [])[1:]]  # steps >= 2
+    lines = [
+        f"# {len(stats)} sentences, sigma {sigma}: full window {full:.3f} positions per step, "
+        f"mean g(t) {sum(g) / max(len(g), 1):.3f} (steps after the first)",
+        "tau\twindow (model's g)\tcut\twindow (g = 1)\tcut (g = 1: the most it can be)",
+    ]
+    for tau, own, strongest in rows:
+        lines.append(f"{tau:g}\t{own:.3f}\t{1 - own / full:.1%}\t{strongest:.3f}\t{1 - strongest / full:.1%}")
+    return "\n".join(lines)
+
+
 def get_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -96,6 +164,16 @@ def get_parser():
     words.add_argument("--dict", required=True, help="the target dictionary (dict.TGT.txt)")
     words.add_argument("--function-words", type=int, default=50, metavar="N")
     words.add_argument("--min-count", type=int, default=20, metavar="N")
+    bound = sub.add_parser(
+        "window-bound", help="flexible attention: the window each threshold leaves, and its bound at g = 1"
+    )
+    bound.add_argument("--stats", required=True, help="--stats-output of a flexible model (g and focus)")
+    bound.add_argument(
+        "--sigma", type=positive_float, default=1.5, help="the model's --flex-sigma (default 1.5)"
+    )
+    bound.add_argument(
+        "--taus", type=positive_float, nargs="+", default=[0.3, 0.5, 0.8, 1.0, 1.2, 1.6], metavar="TAU"
+    )
     return parser
 
 
@@ -103,6 +181,13 @@ def get_parser():
 def main(argv=None):
     parser = get_parser()
     args = parser.parse_args(argv)
+    if args.command == "window-bound":
+        stats = read_stats(args.stats)
+        full, rows = window_bound(stats, args.sigma, args.taus)
+        if full is None:
+            parser.error(f"{args.stats} has no 'g' and 'focus': decode a flexible model (lstm_flexible)")
+        print(format_window_bound(full, rows, args.sigma, stats))
+        return 0
     groups, per_type = temperature_by_word(
         read_sentences(args.generate),
         read_stats(args.stats),

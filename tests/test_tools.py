@@ -188,6 +188,33 @@ def test_temperature_plots_and_function_word_analysis(tmp_path, capsys):
         )
 
 
+def test_window_bound_hand_values(tmp_path, capsys):
+    """analysis window-bound recomputes flexible attention's windows from g(t) and the focus
+    path (sec. 3.1: s in (p - sigma sqrt(2 tau / g), p + sigma sqrt(2 tau / g))), worked by hand."""
+    from fairseq_vision_attn import analysis
+
+    # sigma 1.5, tau 1. Step 1: no previous focus, all 10. Step 2: g 1, p 3.0, half 2.121:
+    # (0.88, 5.12) -> 1..5 = 5. Step 3: g 0.5, p 5.5, half 3: (2.5, 8.5) -> 3..8 = 6; at g = 1
+    # (3.38, 7.62) -> 4..7 = 4. Step 4: g 1, p 9.8, half 2.121: (7.68, 11.9) -> 8..10 = 3.
+    row = {"id": 0, "src_len": 10, "g": [0.0, 1.0, 0.5, 1.0], "focus": [3.0, 5.5, 9.8, 9.0]}
+    steps = [(1.0, 3.0), (0.5, 5.5), (1.0, 9.8)]
+    assert [analysis.span_window(g, p, 10, 1.5, 1.0) for g, p in steps] == [5, 6, 3]
+    assert analysis.span_window(1.0, 5.5, 10, 1.5, 0.001) == 1  # no integer inside: the nearest alone
+    assert analysis.span_window(0.0, 5.5, 10, 1.5, 1.0) == 10  # no penalty: everything
+    full, rows = analysis.window_bound({0: row}, 1.5, [1.0])
+    assert full == 10 and rows == [(1.0, (10 + 5 + 6 + 3) / 4, (10 + 5 + 4 + 3) / 4)]
+
+    stats = tmp_path / "stats.jsonl"
+    stats.write_text(json.dumps(row) + "\n")
+    analysis.main(["window-bound", "--stats", str(stats), "--taus", "1"])
+    line = capsys.readouterr().out.splitlines()[-1].split("\t")
+    assert line == ["1", "6.000", "40.0%", "5.500", "45.0%"]
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text(json.dumps({"id": 0, "src_len": 3, "window_sizes": [3, 3]}) + "\n")
+    with pytest.raises(SystemExit):
+        analysis.main(["window-bound", "--stats", str(plain)])
+
+
 def test_latency_plot_reads_the_report_table(tmp_path):
     """plots latency takes report.py's table: family from the name prefix, offline as a line."""
     from fairseq_vision_attn import plots
