@@ -20,13 +20,15 @@ same recurrence (ours), with fairseq's default eps = 1e-6.
 
 ``kernels``: why a GPU trains ``lstm_milk`` at half ``lstm_global``'s speed (issue 21, item 7)
 where a CPU does not. A recurrent decoder's training step on a GPU is bound by the kernels it
-launches per target step, not by arithmetic; this counts them without a GPU: the aten operations
-(views excluded: they launch nothing; about one kernel each) dispatched by one forward and
-backward pass of a training batch, per target step (the difference between 20 and 10 target
-steps, divided by 10), for fairseq's ``lstm`` and our archs at 256 units, in training mode,
-dropout 0. On a CPU the monotonic heads take the log-space form a GPU takes (the CPU's linear
-form is switched off: ``fairseq_vision_attn.monotonic.LINEAR_FORM_DEVICES``); ``--device cuda``
-counts on the GPU itself.
+launches per target step and by the host time spent launching them, not by arithmetic; this
+measures both without a GPU: the aten operations (views excluded: they launch nothing; about one
+kernel each) dispatched by one forward and backward pass of a training batch, per target step
+(the difference between 20 and 10 target steps, divided by 10), at 256 units, and the time that
+pass takes per target step at 16 units, where the arithmetic is negligible and what remains is
+Python and dispatch (interleaved repeats, median), for fairseq's ``lstm`` and our archs in
+training mode, dropout 0. On a CPU the monotonic heads take the log-space form a GPU takes (the
+CPU's linear form is switched off: ``fairseq_vision_attn.monotonic.LINEAR_FORM_DEVICES``);
+``--device cuda`` measures on the GPU itself.
 """
 
 import argparse
@@ -139,51 +141,76 @@ def bench_kernels(args):
                 self.ops[name] += 1
             return func(*args, **(kwargs or {}))
 
-    def fairseq_lstm():
+    def fairseq_lstm(dim):
         torch.manual_seed(0)
         d = Dictionary()
         for i in range(100):
             d.add_symbol(f"w{i}")
         flags = dict(arch="lstm", encoder_bidirectional=True, dropout=0.0, criterion="cross_entropy")
         for name in ("encoder_embed_dim", "encoder_hidden_size", "decoder_embed_dim"):
-            flags[name] = 256
-        flags.update(decoder_hidden_size=256, decoder_out_embed_dim=256)
+            flags[name] = dim
+        flags.update(decoder_hidden_size=dim, decoder_out_embed_dim=dim)
         model_args = argparse.Namespace(**flags)
         fairseq_lstm_defaults(model_args)
         task = argparse.Namespace(source_dictionary=d, target_dictionary=d)
         return LSTMModel.build_model(model_args, task)
 
+    def training_pass(model, tgt_len):
+        """One forward and backward pass of a batch of 8 sentences, source 12, target tgt_len."""
+        torch.manual_seed(0)
+        src = torch.randint(4, 100, (8, 12), device=args.device)
+        lengths = torch.full((8,), 12, device=args.device)
+        prev = torch.randint(4, 100, (8, tgt_len), device=args.device)
+
+        def run():
+            out, extra = model(src, lengths, prev)
+            loss = out.float().logsumexp(-1).sum()
+            delay = ((extra or {}).get("attention_extras") or {}).get("delay")
+            if delay is not None:  # the latency loss's path
+                loss = loss + delay.sum()
+            loss.backward()
+            if args.device == "cuda":
+                torch.cuda.synchronize()
+
+        return run
+
     def ops_per_step(model):
-        model = model.to(args.device).train()
         counts = []
         for tgt_len in (10, 20):
-            torch.manual_seed(0)
-            src = torch.randint(4, 100, (8, 12), device=args.device)
-            lengths = torch.full((8,), 12, device=args.device)
-            prev = torch.randint(4, 100, (8, tgt_len), device=args.device)
             with Counter() as counter:
-                out, extra = model(src, lengths, prev)
-                loss = out.float().logsumexp(-1).sum()
-                delay = ((extra or {}).get("attention_extras") or {}).get("delay")
-                if delay is not None:  # the latency loss's path
-                    loss = loss + delay.sum()
-                loss.backward()
+                training_pass(model, tgt_len)()
             counts.append(counter.ops)
         return {name: (counts[1][name] - counts[0][name]) / 10 for name in counts[1]}
 
     if args.device == "cpu":
         monotonic.LINEAR_FORM_DEVICES = ()  # the log-space form, as on a GPU
-    systems = {"fairseq lstm": fairseq_lstm}
-    for arch in ("lstm_global", "lstm_waitk", "lstm_monotonic", "lstm_mocha", "lstm_milk"):
-        systems[arch] = lambda arch=arch: fresh_model(arch, 100)
-    rows = {name: ops_per_step(build()) for name, build in systems.items()}
+    archs = ("lstm_global", "lstm_waitk", "lstm_monotonic", "lstm_mocha", "lstm_milk")
+    builders = {"fairseq lstm": fairseq_lstm}
+    builders.update({arch: (lambda dim, arch=arch: fresh_model(arch, 100, dim=dim)) for arch in archs})
+    rows = {name: ops_per_step(build(256).to(args.device).train()) for name, build in builders.items()}
+    # host time per target step with (almost) no arithmetic: 16 units, interleaved repeats
+    tiny = {name: build(16).to(args.device).train() for name, build in builders.items()}
+    passes = {(name, n): training_pass(model, n) for name, model in tiny.items() for n in (10, 20)}
+    times = interleaved(passes, args.repeats)
+    per_step = {
+        name: (statistics.median(times[(name, 20)]) - statistics.median(times[(name, 10)])) / 10 * 1e6
+        for name in tiny
+    }
     base = sum(rows["lstm_global"].values())
-    print("system\toperations per target step (forward + backward)\tratio to lstm_global\tthe most frequent")
+    print(
+        "system\toperations per target step (forward + backward)\tratio to lstm_global\t"
+        "host time per target step at 16 units (us)\tratio to lstm_global\tthe most frequent operations"
+    )
     for name, ops in rows.items():
         total = sum(ops.values())
-        top = ", ".join(f"{op} {n:g}" for op, n in sorted(ops.items(), key=lambda kv: -kv[1])[:6] if n)
-        print(f"{name}\t{total:g}\t{total / base:.2f}x\t{top}")
-    print(f"# device: {args.device}; views excluded; batch 8, source 12, target 20 - 10 steps")
+        top = ", ".join(f"{op} {n:g}" for op, n in sorted(ops.items(), key=lambda kv: -kv[1])[:5] if n)
+        host, host_ratio = per_step[name], per_step[name] / per_step["lstm_global"]
+        print(f"{name}\t{total:g}\t{total / base:.2f}x\t{host:.0f}\t{host_ratio:.2f}x\t{top}")
+    print(
+        f"# device: {args.device}; views excluded; batch 8, source 12, (target 20 - target 10) / 10; "
+        f"host time: median of {args.repeats} interleaved repeats, one thread"
+    )
+    print(machine_load_note())
 
 
 def main():
@@ -202,6 +229,7 @@ def main():
     a.add_argument("--threads", type=int, default=1)
     k = sub.add_parser("kernels")
     k.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    k.add_argument("--repeats", type=int, default=30)
     args = parser.parse_args()
     torch.set_num_threads(getattr(args, "threads", 1))
     {"train": bench_train, "alignment": bench_alignment, "kernels": bench_kernels}[args.what](args)
