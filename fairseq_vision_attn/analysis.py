@@ -104,19 +104,9 @@ def format_report(groups, per_type, min_count=20, top=10):
     return "\n".join(lines)
 
 
-def span_window(g, prev_focus, src_len, sigma, tau):
-    """Positions s in 1..src_len with g (s - prev_focus)^2 / (2 sigma^2) < tau, at least one
-    (the nearest to the focus): the window flexible attention scores at one step."""
-    if g <= 0:
-        return src_len
-    half = sigma * math.sqrt(2 * tau / g)
-    lo = max(math.floor(prev_focus - half) + 1, 1)
-    hi = min(math.ceil(prev_focus + half) - 1, src_len)
-    return max(hi - lo + 1, 1)
-
-
 def window_bound(stats, sigma, taus):
-    """Mean window per step at each tau, with the model's g(t) and with g = 1.
+    """Mean window per step at each tau, with the model's g(t) and with g = 1, computed by the
+    decoder's own rule (:func:`..attention.flexible.threshold_window`).
 
     Args:
         stats: id -> --stats-output row with ``src_len``, ``g`` and ``focus`` (one per step).
@@ -124,22 +114,28 @@ def window_bound(stats, sigma, taus):
         (full, rows): the mean full window (positions per step), and one
         ``(tau, window with the model's g, window with g = 1)`` per tau.
     """
-    steps = []  # (src_len, g, previous focus or None at step 1)
+    import torch
+
+    from .attention.flexible import threshold_window
+
+    first, g, focus, src_len = [], [], [], []  # step 1 has no previous focus: it scores all
     for row in stats.values():
         if "g" not in row or "focus" not in row:
             continue
-        prev = [None] + row["focus"][:-1]
-        steps += [(row["src_len"], g, p) for g, p in zip(row["g"], prev)]
-    if not steps:
+        first.append(row["src_len"])
+        g += row["g"][1:]
+        focus += row["focus"][:-1]
+        src_len += [row["src_len"]] * (len(row["g"]) - 1)
+    if not first:
         return None, []
-    full = sum(n for n, _, _ in steps) / len(steps)
+    steps = len(first) + len(g)
+    full = (sum(first) + sum(src_len)) / steps
+    g, focus, src_len = (torch.tensor(v, dtype=torch.float64) for v in (g, focus, src_len))
     rows = []
     for tau in taus:
-        own = strongest = 0
-        for n, g, p in steps:
-            own += n if p is None else span_window(g, p, n, sigma, tau)
-            strongest += n if p is None else span_window(1.0, p, n, sigma, tau)
-        rows.append((tau, own / len(steps), strongest / len(steps)))
+        own = threshold_window(g, focus, src_len, sigma, tau)[1].sum().item()
+        strongest = threshold_window(torch.ones_like(g), focus, src_len, sigma, tau)[1].sum().item()
+        rows.append((tau, (sum(first) + own) / steps, (sum(first) + strongest) / steps))
     return full, rows
 
 

@@ -197,10 +197,16 @@ def test_window_bound_hand_values(tmp_path, capsys):
     # (0.88, 5.12) -> 1..5 = 5. Step 3: g 0.5, p 5.5, half 3: (2.5, 8.5) -> 3..8 = 6; at g = 1
     # (3.38, 7.62) -> 4..7 = 4. Step 4: g 1, p 9.8, half 2.121: (7.68, 11.9) -> 8..10 = 3.
     row = {"id": 0, "src_len": 10, "g": [0.0, 1.0, 0.5, 1.0], "focus": [3.0, 5.5, 9.8, 9.0]}
-    steps = [(1.0, 3.0), (0.5, 5.5), (1.0, 9.8)]
-    assert [analysis.span_window(g, p, 10, 1.5, 1.0) for g, p in steps] == [5, 6, 3]
-    assert analysis.span_window(1.0, 5.5, 10, 1.5, 0.001) == 1  # no integer inside: the nearest alone
-    assert analysis.span_window(0.0, 5.5, 10, 1.5, 1.0) == 10  # no penalty: everything
+    import torch
+
+    from fairseq_vision_attn.attention.flexible import threshold_window
+
+    def width(g, p, tau=1.0):
+        return int(threshold_window(torch.tensor(g), torch.tensor(p), torch.tensor(10), 1.5, tau)[1])
+
+    assert [width(g, p) for g, p in [(1.0, 3.0), (0.5, 5.5), (1.0, 9.8)]] == [5, 6, 3]
+    assert width(1.0, 5.5, tau=0.001) == 1  # no integer inside: the nearest alone
+    assert width(0.0, 5.5) == 10  # no penalty: everything
     full, rows = analysis.window_bound({0: row}, 1.5, [1.0])
     assert full == 10 and rows == [(1.0, (10 + 5 + 6 + 3) / 4, (10 + 5 + 4 + 3) / 4)]
 

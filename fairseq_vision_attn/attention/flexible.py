@@ -155,18 +155,29 @@ class FlexibleAttention(AdditiveAttentionBase):
 
         g, prev_focus, src_len: batch -> (start, width): batch (long).
         """
-        half = self.sigma * torch.sqrt(2 * tau / g.double().clamp(min=1e-30))  # batch, may be inf
-        focus = prev_focus.double()
-        lo = torch.floor(focus - half) + 1  # smallest integer > p - half
-        hi = torch.ceil(focus + half) - 1  # largest integer < p + half
-        length = src_len.double()
-        lo, hi = lo.clamp(1, None), torch.minimum(hi, length)
-        empty = hi < lo
-        nearest = torch.round(focus).clamp(1, None)
-        nearest = torch.minimum(nearest, length)
-        lo = torch.where(empty, nearest, lo)
-        hi = torch.where(empty, nearest, hi)
-        return lo.long(), (hi - lo + 1).long()
+        return threshold_window(g, prev_focus, src_len, self.sigma, tau)
+
+
+def threshold_window(g, prev_focus, src_len, sigma, tau):
+    """The positions a threshold keeps (sec. 3.1): s in 1..S with g (s - p)^2 / (2 sigma^2) < tau,
+    i.e. s in (p - sigma sqrt(2 tau / g), p + sigma sqrt(2 tau / g)); the position nearest to p
+    alone when that interval holds no integer; everything when g = 0.
+
+    g, prev_focus, src_len: tensors of one shape -> (start, width): long, start 1-indexed.
+    Also used by ``analysis window-bound`` to recompute windows from ``--stats-output``.
+    """
+    half = sigma * torch.sqrt(2 * tau / g.double().clamp(min=1e-30))  # may be inf
+    focus = prev_focus.double()
+    lo = torch.floor(focus - half) + 1  # smallest integer > p - half
+    hi = torch.ceil(focus + half) - 1  # largest integer < p + half
+    length = src_len.double()
+    lo, hi = lo.clamp(1, None), torch.minimum(hi, length)
+    empty = hi < lo
+    nearest = torch.round(focus).clamp(1, None)
+    nearest = torch.minimum(nearest, length)
+    lo = torch.where(empty, nearest, lo)
+    hi = torch.where(empty, nearest, hi)
+    return lo.long(), (hi - lo + 1).long()
 
 
 def _weighted_sum(weights, values):
