@@ -3,7 +3,8 @@
     pip install -e .[simuleval]
     simuleval --agent-class fairseq_vision_attn.agent.StreamingAgent \\
         --checkpoint ckpt/checkpoint_best.pt --data-bin data-bin \\
-        --source test.src --target test.tgt --output simuleval_out [--test-waitk-lagging K]
+        --source test.src --target test.tgt --output simuleval_out [--test-waitk-lagging K] \\
+        [--monotonic-stop RULE]
 
 SimulEval sends the source one unit at a time: the whitespace-separated tokens of each line of
 ``--source``, which must be tokenized (and BPE-split) as the model's source dictionary expects.
@@ -33,6 +34,7 @@ import torch
 from simuleval.agents import TextToTextAgent
 from simuleval.agents.actions import ReadAction, WriteAction
 
+from .attention.monotonic import STOP_RULES
 from .errors import VisionAttnError
 from .simultaneous import streaming_attention
 
@@ -74,6 +76,13 @@ class StreamingAgent(TextToTextAgent):
             if not hasattr(mechanism, "lagging"):
                 raise VisionAttnError("--test-waitk-lagging needs a wait-k checkpoint (--arch lstm_waitk)")
             mechanism.lagging = args.test_waitk_lagging
+        if args.monotonic_stop is not None:
+            if not hasattr(mechanism, "stop_rule"):
+                raise VisionAttnError(
+                    "--monotonic-stop needs a model with a monotonic head "
+                    "(lstm_monotonic, lstm_mocha, lstm_milk)"
+                )
+            mechanism.stop_rule = args.monotonic_stop
         self.src_dict, self.tgt_dict = task.source_dictionary, task.target_dictionary
         self.max_len_a, self.max_len_b = args.max_len_a, args.max_len_b
         self.written: List[int] = []
@@ -87,6 +96,12 @@ class StreamingAgent(TextToTextAgent):
         parser.add_argument("--max-len-a", type=float, default=0.0, help="at most a * |x| + b target tokens")
         parser.add_argument("--max-len-b", type=int, default=200)
         parser.add_argument("--test-waitk-lagging", type=int, default=None, help="wait-k: decode with this k")
+        parser.add_argument(
+            "--monotonic-stop",
+            choices=STOP_RULES,
+            default=None,
+            help="monotonic head's test-time rule: energy (default) or cumulative (as fairseq-generate's)",
+        )
 
     def reset(self):
         super().reset()

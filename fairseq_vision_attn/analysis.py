@@ -5,6 +5,8 @@ attention's threshold can cut the window on a corpus.
         --dict DATA_BIN/dict.TGT.txt [--function-words 50] [--min-count 20]
     python -m fairseq_vision_attn.analysis window-bound --stats STATS [--sigma 1.5] \\
         [--taus 0.3 0.5 0.8 1.0 1.2 1.6]
+    python -m fairseq_vision_attn.analysis monotonic-mismatch --path CKPT --data DATA_BIN \\
+        [--subset valid] [--noise-vars 0 4]
 
 **temperature-by-word** (Lin et al. 2018, sec. 4.2 / Fig. 2).
 
@@ -27,14 +29,26 @@ the strongest penalty g = 1 on the same focus path, as the decoder does (step 1 
 focus and scores the whole sentence; at least one position per step), and the share of the
 full window (every position at every step) each cuts. With g = 1 the cut is the most any
 flexible model (this sigma) can reach on these sentences at that tau.
+
+**monotonic-mismatch** (Arivazhagan et al. 2019, sec. 3; Raffel et al. 2017, sec. 2.3). A
+monotonic, MoChA or MILk model trains on the expected alignment (noisy energies, soft stops)
+and translates with the hard policy (stop at the first energy > 0). This command measures
+what that switch costs a trained model on a subset, teacher-forced, dropout off: the NLL
+(bits per target token, EOS included) and the mean DAL (on the reference length) under the
+hard policy - what fairseq-validate reports for such a model - and under the expected
+alignment at each ``--noise-vars`` (0: the clean expectation; the training variance: what the
+latency loss saw). A hard NLL far above the expected one means the test-time model is not the
+one training optimised; a DAL under training noise far from the hard DAL means the latency
+weight buys a different latency than it appears to.
 """
 
 import argparse
 import math
+import os
 import sys
 from collections import defaultdict
 
-from .errors import one_line_errors, positive_float
+from .errors import non_negative_float, one_line_errors, positive_float
 from .plots import read_sentences, read_stats
 
 
@@ -151,6 +165,85 @@ def format_window_bound(full, rows, sigma, stats):
     return "\n".join(lines)
 
 
+def monotonic_mismatch(model, batches, noise_vars, pad, seed=1):
+    """Teacher-forced NLL and DAL of a streaming model under the hard policy and the expected
+    alignment.
+
+    Args:
+        model: a trained model whose decoder attends with a monotonic head (its
+            :class:`..attention.monotonic.MonotonicAttentionBase` modules are switched).
+        batches: fairseq samples (``net_input``, ``target``).
+        noise_vars: the noise variances of the expected rows.
+        pad: the target padding index.
+    Returns:
+        ``[(label, nll_bits_per_token, mean_dal)]``, the hard policy first.
+    """
+    import torch
+
+    from .attention.monotonic import MonotonicAttentionBase
+    from .criterions.common import attention_extras
+    from .latency import differentiable_average_lagging
+
+    heads = [m for m in model.modules() if isinstance(m, MonotonicAttentionBase)]
+    if not heads:
+        raise ValueError("the model has no monotonic head: give a monotonic, MoChA or MILk checkpoint")
+    saved = [(m.training, m.noise_var) for m in heads]
+    model.eval()
+    rows = []
+    try:
+        for label, expected, noise in [("hard policy", False, 0.0)] + [
+            (f"expected, noise {n:g}", True, n) for n in noise_vars
+        ]:
+            for m in heads:
+                m.training, m.noise_var = expected, noise
+            torch.manual_seed(seed)
+            nll, tokens, dal, sentences = 0.0, 0, 0.0, 0
+            with torch.no_grad():
+                for sample in batches:
+                    net_output = model(**sample["net_input"])
+                    lprobs = model.get_normalized_probs(net_output, log_probs=True).float()
+                    target = sample["target"]
+                    mask = target.ne(pad)
+                    gold = lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
+                    nll -= gold[mask].sum().item()
+                    tokens += int(mask.sum())
+                    delays = attention_extras(net_output)["delay"]
+                    src_len = sample["net_input"]["src_lengths"]
+                    dal += differentiable_average_lagging(delays, src_len, mask).sum().item()
+                    sentences += target.size(0)
+            rows.append((label, nll / tokens / math.log(2), dal / sentences))
+    finally:
+        for m, (training, noise) in zip(heads, saved):
+            m.training, m.noise_var = training, noise
+    return rows
+
+
+def run_monotonic_mismatch(args):
+    from fairseq import checkpoint_utils
+
+    from .errors import VisionAttnError
+
+    if not os.path.isfile(args.path):
+        raise VisionAttnError(f"--path {args.path}: no such checkpoint")
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [args.path], arg_overrides={"data": args.data}
+    )
+    model = models[0].float().eval()
+    task.load_dataset(args.subset)
+    dataset = task.dataset(args.subset)
+    batches = list(task.get_batch_iterator(dataset, max_tokens=args.max_tokens).next_epoch_itr(shuffle=False))
+    try:
+        rows = monotonic_mismatch(model, batches, args.noise_vars, task.target_dictionary.pad(), args.seed)
+    except ValueError as error:
+        raise VisionAttnError(f"--path {args.path}: {error}") from None
+    lines = [
+        f"# {args.path}, {len(dataset)} {args.subset} sentences, teacher-forced, dropout off",
+        "alignment\tnll (bits/token)\tDAL",
+    ]
+    lines += [f"{label}\t{nll:.4f}\t{dal:.3f}" for label, nll, dal in rows]
+    return "\n".join(lines)
+
+
 def get_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -170,6 +263,23 @@ def get_parser():
     bound.add_argument(
         "--taus", type=positive_float, nargs="+", default=[0.3, 0.5, 0.8, 1.0, 1.2, 1.6], metavar="TAU"
     )
+    mismatch = sub.add_parser(
+        "monotonic-mismatch",
+        help="a streaming model's NLL and DAL under the hard policy and the expected alignment",
+    )
+    mismatch.add_argument("--path", required=True, help="a monotonic, MoChA or MILk checkpoint")
+    mismatch.add_argument("--data", required=True, help="the binarized data directory")
+    mismatch.add_argument("--subset", default="valid", help="default: valid")
+    mismatch.add_argument(
+        "--noise-vars",
+        type=non_negative_float,
+        nargs="+",
+        default=[0.0, 4.0],
+        metavar="N",
+        help="noise variances of the expected rows (default: 0 4)",
+    )
+    mismatch.add_argument("--max-tokens", type=int, default=4000, metavar="N")
+    mismatch.add_argument("--seed", type=int, default=1, help="seed of the noise (default 1)")
     return parser
 
 
@@ -177,6 +287,9 @@ def get_parser():
 def main(argv=None):
     parser = get_parser()
     args = parser.parse_args(argv)
+    if args.command == "monotonic-mismatch":
+        print(run_monotonic_mismatch(args))
+        return 0
     if args.command == "window-bound":
         stats = read_stats(args.stats)
         full, rows = window_bound(stats, args.sigma, args.taus)

@@ -5,6 +5,7 @@ checkpoints load under torch >= 2.6, statistics are written), not quality.
 """
 
 import json
+import re
 import shutil
 
 import pytest
@@ -272,16 +273,67 @@ def test_streaming_decoding_flags_and_input(trained, toy_data_bin, tmp_path):
         assert "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("arch", ["lstm_milk", "lstm_waitk"])
-def test_simuleval_agent_agrees_with_the_generator(arch, trained, toy_data_bin, tmp_path):
+def test_monotonic_stop_and_the_mismatch_analysis(trained, toy_data_bin, tmp_path):
+    """--monotonic-stop: energy is the default rule (same output as without the flag),
+    cumulative decodes (one delay per token, non-decreasing), any other value and any model
+    without a monotonic head are refused in one line. analysis monotonic-mismatch's hard-policy
+    NLL is what fairseq-validate reports for the checkpoint."""
+    ckpt = trained["lstm_milk"] / "checkpoint_best.pt"
+    plain = run_cli(generate_args(toy_data_bin, ckpt), cwd=REPO).stdout
+    energy = run_cli(generate_args(toy_data_bin, ckpt, "--monotonic-stop", "energy"), cwd=REPO).stdout
+    hypotheses = [line for line in plain.splitlines() if line.startswith("H-")]
+    assert hypotheses and hypotheses == [line for line in energy.splitlines() if line.startswith("H-")]
+    stats = tmp_path / "cumulative.jsonl"
+    run_cli(
+        generate_args(toy_data_bin, ckpt, "--monotonic-stop", "cumulative", "--stats-output", str(stats)),
+        cwd=REPO,
+    )
+    for row in map(json.loads, stats.read_text().splitlines()):
+        delays = row["delays"]
+        assert len(delays) == row["hypo_len"] and all(a <= b for a, b in zip(delays, delays[1:]))
+    waitk = trained["lstm_waitk"] / "checkpoint_best.pt"
+    for args, message in [
+        (generate_args(toy_data_bin, ckpt, "--monotonic-stop", "median"), "choices: energy, cumulative"),
+        (
+            generate_args(toy_data_bin, waitk, "--monotonic-stop", "energy"),
+            "--monotonic-stop needs a model with a monotonic head",
+        ),
+    ]:
+        proc = run_cli(args, cwd=REPO, check=False)
+        assert proc.returncode != 0 and message in proc.stderr and "Traceback" not in proc.stderr
+    data = str(toy_data_bin / "data-bin")
+    validate = run_cli(
+        ["fairseq-validate", data, "--user-dir", "fairseq_vision_attn", "--task", "translation_vision_attn"]
+        + ["--path", str(ckpt), "--valid-subset", "valid", "--cpu", "--max-tokens", "4000"],
+        cwd=REPO,
+    )
+    log = validate.stdout + validate.stderr
+    loss = float(re.search(r"valid on 'valid' subset \| loss ([0-9.]+)", log)[1])
+    analysis = ["python", "-m", "fairseq_vision_attn.analysis", "monotonic-mismatch", "--data", data]
+    out = run_cli(analysis + ["--path", str(ckpt)], cwd=REPO).stdout.splitlines()
+    hard, clean, noisy = (line.split("\t") for line in out[2:5])
+    assert hard[0] == "hard policy" and float(hard[1]) == pytest.approx(loss, abs=1e-3)
+    assert clean[0] == "expected, noise 0" and noisy[0] == "expected, noise 4"
+    assert all(float(row[2]) >= 1 for row in (hard, clean, noisy))  # DAL >= one token read
+    glob_ckpt = str(trained["lstm_global"] / "checkpoint_best.pt")
+    proc = run_cli(analysis + ["--path", glob_ckpt], cwd=REPO, check=False)
+    assert proc.returncode == 2 and "no monotonic head" in proc.stderr and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "arch, flags",
+    [("lstm_milk", []), ("lstm_milk", ["--monotonic-stop", "cumulative"]), ("lstm_waitk", [])],
+)
+def test_simuleval_agent_agrees_with_the_generator(arch, flags, trained, toy_data_bin, tmp_path):
     """SimulEval 1.1.4's own CLI with this package's agent: same translations, the same delays
     (in SimulEval's units, simuleval_delays), and SimulEval's default metrics (LAAL, AL, AP, DAL,
-    ATD) equal ours on them, empty hypotheses skipped by both."""
+    ATD) equal ours on them, empty hypotheses skipped by both; also with the cumulative
+    stopping rule, whose decisions must not change when the source arrives token by token."""
     pytest.importorskip("simuleval", reason="SimulEval is not installed (pip install .[simuleval])")
     from fairseq_vision_attn.agent import simuleval_delays
 
     ckpt = trained[arch] / "checkpoint_best.pt"
-    limits = ["--max-len-a", "1.5", "--max-len-b", "3"]
+    limits = ["--max-len-a", "1.5", "--max-len-b", "3", *flags]
     stats = tmp_path / "stats.jsonl"
     gen = run_cli(generate_args(toy_data_bin, ckpt, "--stats-output", str(stats), *limits), cwd=REPO)
     hypos = {

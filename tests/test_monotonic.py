@@ -281,6 +281,60 @@ def test_hard_head_stops_where_a_brute_force_scan_stops(name):
     assert signs == {True, False}, "the energies never took both signs"
 
 
+@pytest.mark.parametrize("name", ["monotonic", "mocha", "milk"])
+def test_cumulative_stop_is_the_median_of_the_stopping_distribution(name):
+    """--monotonic-stop cumulative: from t_{i-1}, the head stops at the first j where the
+    probability of having stopped, 1 - prod_{k=t_{i-1}}^{j} (1 - sigmoid(e_ik)), reaches 1/2
+    (brute force over the hand-computed energies), or at the last token; never after the first
+    e_ij > 0, the default rule, from the same position."""
+    import math
+
+    attn = make_head(name)
+    attn.stop_rule = "cumulative"
+    with torch.no_grad():
+        attn.energy.g.fill_(3.0)
+        attn.energy.r.fill_(-1.0)  # moderate p: the two rules differ
+    lengths = [9, 6, 4]
+    keys, pad, g = head_inputs(lengths, seed=2)
+    cache = attn.precompute(keys, pad)
+    state = attn.init_state(cache)
+    heads = [0, 0, 0]
+    earlier = 0
+    for _ in range(6):
+        query = torch.randn(3, 4, generator=g, dtype=torch.float64)
+        out = attn.step(query, cache, state, None)
+        for b, n in enumerate(lengths):
+            energies = scan_energies(attn, query, cache, b, n)
+            start, going = heads[b], 1.0
+            for j in range(start, n):
+                going *= 1.0 - 1.0 / (1.0 + math.exp(-energies[j]))
+                if going <= 0.5:
+                    break
+            first_positive = next((j for j in range(start, n) if energies[j] > 0), n - 1)
+            assert j <= first_positive
+            earlier += j < first_positive
+            heads[b] = j
+            assert int(out.state["head"][b]) == j
+            assert float(out.extras["delay"][b]) == j + 1
+        state = out.state
+    assert earlier > 0, "the rules never differed: the test shows nothing"
+
+
+def test_cumulative_stop_equals_the_energy_rule_when_p_is_0_or_1():
+    attn = make_head("milk")
+    with torch.no_grad():
+        attn.energy.g.fill_(300.0)  # |e| in the hundreds: p is 0 or 1
+    keys, pad, g = head_inputs([9, 6, 4], seed=3)
+    cache = attn.precompute(keys, pad)
+    states = {rule: attn.init_state(cache) for rule in ("energy", "cumulative")}
+    for _ in range(6):
+        query = torch.randn(3, 4, generator=g, dtype=torch.float64)
+        for rule in states:
+            attn.stop_rule = rule
+            states[rule] = attn.step(query, cache, states[rule], None).state
+        assert torch.equal(states["energy"]["head"], states["cumulative"]["head"])
+
+
 def test_training_noise_has_variance_n(monkeypatch):
     """MILk Eq. 11: p = sigmoid(e + N(0, n)) in training: the noise has standard deviation sqrt(n)."""
     import fairseq_vision_attn.attention.monotonic as module

@@ -29,7 +29,13 @@ The step state is log alpha_{i-1}; ``extras["delay"]`` is the expected delay g_i
 **Evaluation** (``model.eval()``: validation, fairseq-generate): the hard policy. The head
 starts at t_0 = 1 and, for each target token, moves from t_{i-1} to the first j >= t_{i-1}
 with e_ij > 0, stopping at the last real source token at the latest; the energy is computed
-at the head's position only, so a step reads no source state beyond the head. The state is
+at the head's position only, so a step reads no source state beyond the head. fairseq-generate's
+``--monotonic-stop cumulative`` (attribute ``stop_rule``) replaces "the first e_ij > 0" by
+the first j at which the head has stopped with probability >= 1/2 given t_{i-1}, i.e.
+prod_{k=t_{i-1}}^{j} (1 - p_ik) <= 1/2: the median of the stopping distribution the expected
+alignment trains on. The two agree when the p_ij are 0 or 1; with moderate p_ij the
+cumulative rule stops earlier (``analysis monotonic-mismatch`` measures how far the expected
+delays lie below the hard ones). The state is
 the head (0-indexed), ``extras["delay"]`` is g_i = t_i (1-indexed: source tokens read), and
 the context uses states h_1..h_{t_i} only (``extras["window_size"]``: how many). Validation
 losses and latencies are therefore those of the test-time model (under teacher forcing).
@@ -39,6 +45,7 @@ import abc
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ..errors import finite_float, non_negative_float, positive_int
@@ -54,6 +61,7 @@ from .base import Attention, AttentionStep, masked_softmax, position_dtype, sour
 from .registry import register_attention
 
 ENERGY_FORMS = ("normalized", "unnormalized")
+STOP_RULES = ("energy", "cumulative")  # the test-time rule (module docstring)
 
 
 class MonotonicEnergy(nn.Module):
@@ -105,6 +113,7 @@ class MonotonicAttentionBase(Attention):
         super().__init__(args, query_dim, key_dim, embed_dim)
         self.attn_dim = attention_dim(args, query_dim)
         self.noise_var = getattr(args, "monotonic_noise_var", 4.0)
+        self.stop_rule = "energy"  # the test-time rule; fairseq-generate's --monotonic-stop
         self.energy = MonotonicEnergy(
             query_dim,
             key_dim,
@@ -174,8 +183,14 @@ class MonotonicAttentionBase(Attention):
         query_part = self.energy.query_proj(query)
         moving = torch.ones_like(head, dtype=torch.bool)
         starved = torch.zeros_like(moving)
+        log_going = torch.zeros(head.shape, dtype=torch.float32, device=head.device)
         while True:
-            chose = self.energy.energy_at(query_part, keys, head) > 0
+            energy = self.energy.energy_at(query_part, keys, head).float()
+            if self.stop_rule == "energy":
+                chose = energy > 0
+            else:  # "cumulative": P(stopped by here) = 1 - prod (1 - p_j) reaches 1/2
+                log_going = log_going + torch.where(moving, F.logsigmoid(-energy), 0.0)
+                chose = log_going <= -math.log(2.0)
             at_end = head >= last
             if finished is not None:
                 starved = starved | (moving & at_end & ~chose & ~finished)

@@ -39,6 +39,7 @@ import numpy as np
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
+from ..attention.monotonic import STOP_RULES
 from ..errors import VisionAttnError
 from ..latency import latency_scores
 from ..models.lstm_attention import refuse_ignored_flags
@@ -59,6 +60,14 @@ class TranslationVisionAttnConfig(TranslationConfig):
         metadata={
             "help": "flexible attention (lstm_flexible): score only source positions whose "
             "penalty is below this threshold tau (Shu & Nakayama sec. 3.1); inf = off"
+        },
+    )
+    monotonic_stop: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "monotonic, MoChA, MILk: the test-time stopping rule: energy (stop at the first "
+            "energy > 0, Raffel et al.; the default) or cumulative (stop once the probability of "
+            "having stopped reaches 1/2, the median of the trained expected alignment)"
         },
     )
     test_waitk_lagging: Optional[int] = field(
@@ -110,6 +119,11 @@ class TranslationVisionAttnTask(TranslationTask):
         tau = cfg.vision_span_threshold
         if math.isnan(tau) or tau <= 0:
             raise VisionAttnError(f"--vision-span-threshold must be a number > 0 (or inf), got {tau}")
+        if cfg.monotonic_stop is not None and cfg.monotonic_stop not in STOP_RULES:
+            raise VisionAttnError(
+                f"--monotonic-stop: unknown rule {cfg.monotonic_stop!r}; "
+                f"valid choices: {', '.join(STOP_RULES)}"
+            )
         lagging = cfg.test_waitk_lagging
         if lagging is not None and lagging < 1:
             raise VisionAttnError(f"--test-waitk-lagging must be a positive integer, got {lagging}")
@@ -241,6 +255,16 @@ class TranslationVisionAttnTask(TranslationTask):
                 tau,
                 "--vision-span-threshold",
                 "a model with flexible attention (--arch lstm_flexible)",
+            )
+        stop = getattr(self.cfg, "monotonic_stop", None)
+        if stop is not None:
+            set_generation_flag(
+                model,
+                attention,
+                "stop_rule",
+                stop,
+                "--monotonic-stop",
+                "a model with a monotonic head (--arch lstm_monotonic, lstm_mocha or lstm_milk)",
             )
         lagging = self.cfg.test_waitk_lagging
         if lagging is not None:
