@@ -11,7 +11,9 @@
 # Environment: PARALLEL (2; 7 fit an H100), THREADS (1 per training), BEAM (5), TOKENIZE (none),
 # GEN_FLAGS (extra fairseq-generate flags, e.g. "--remove-bpe"), TIME_LIMIT (seconds per training
 # run, 0 = none: a run cut by it resumes next time), DEVICE (auto, cpu, cuda),
-# RULE (default: the plateau rule below), SUBSETS ("valid test"), REPORT_FLAGS (e.g. "--ribes").
+# RULE (default: the plateau rule below), SUBSETS ("valid test"), REPORT_FLAGS (e.g. "--ribes"),
+# MONOTONIC_STOP (e.g. "cumulative": systems with a monotonic head are also decoded with
+# --monotonic-stop RULE into NAME/SUBSET.RULE.*, a row NAME@RULE in each table).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 queue=$(arg_path "${1:?"usage: queue.sh QUEUE_FILE DATA_BIN OUT_DIR"}" "")
@@ -59,31 +61,45 @@ for name in "${names[@]}"; do
 done
 wait || true
 
-decode_one() {  # NAME SUBSET: hypotheses and statistics of the best checkpoint
-  local f=$out/$1/$2
-  say "decoding $1 ($2)"
+decode_one() {  # NAME SUBSET [RULE]: hypotheses and statistics of the best checkpoint
+  local f=$out/$1/$2${3:+.$3} rule=()
+  [ -n "${3:-}" ] && rule=(--monotonic-stop "$3")
+  say "decoding $1 ($2${3:+, --monotonic-stop $3})"
   # shellcheck disable=SC2086
   fairseq-generate "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn \
-    --path "$out/$1/checkpoints/checkpoint_best.pt" --gen-subset "$2" --beam "$BEAM" \
+    --path "$out/$1/checkpoints/checkpoint_best.pt" --gen-subset "$2" --beam "$BEAM" "${rule[@]}" \
     --batch-size 64 "${DEVICE_FLAGS[@]}" --stats-output "$f.jsonl" ${GEN_FLAGS:-} > "$f.txt" 2> "$f.log" \
     || { rm -f "$f.txt"; say "decoding $1 ($2) failed: $(explain "$f.log") (log: $f.log)"; }
+}
+rules_of() {  # NAME: "" (the default rule), then MONOTONIC_STOP's rules if NAME has a monotonic head
+  local arch
+  read -r arch _ < "$specs_dir/$1"
+  echo "-"
+  case $arch in lstm_monotonic | lstm_mocha | lstm_milk) echo "${MONOTONIC_STOP:-}" ;; esac
 }
 running=0  # decoding side by side too: on a GPU each fairseq-generate is mostly start-up
 for subset in $SUBSETS; do
   for name in "${names[@]}"; do
-    f=$out/$name/$subset
     [ -f "$out/$name/done" ] || continue
-    [ -s "$f.txt" ] && [ "$f.txt" -nt "$out/$name/checkpoints/checkpoint_best.pt" ] && continue
-    decode_one "$name" "$subset" &
-    running=$((running + 1))
-    if [ "$running" -ge "$PARALLEL" ]; then wait -n || true; running=$((running - 1)); fi
+    for rule in $(rules_of "$name"); do
+      [ "$rule" = - ] && rule=""
+      f=$out/$name/$subset${rule:+.$rule}
+      [ -s "$f.txt" ] && [ "$f.txt" -nt "$out/$name/checkpoints/checkpoint_best.pt" ] && continue
+      decode_one "$name" "$subset" "$rule" &
+      running=$((running + 1))
+      if [ "$running" -ge "$PARALLEL" ]; then wait -n || true; running=$((running - 1)); fi
+    done
   done
 done
 wait || true
 for subset in $SUBSETS; do
   specs=()
   for name in "${names[@]}"; do
-    [ -s "$out/$name/$subset.txt" ] && specs+=("$name=$out/$name/$subset.txt:$out/$name/$subset.jsonl")
+    for rule in $(rules_of "$name"); do
+      [ "$rule" = - ] && rule=""
+      f=$out/$name/$subset${rule:+.$rule}
+      [ -s "$f.txt" ] && specs+=("$name${rule:+@$rule}=$f.txt:$f.jsonl")
+    done
   done
   [ ${#specs[@]} -gt 0 ] || continue
   # shellcheck disable=SC2086

@@ -135,20 +135,24 @@ def test_queue_trains_resumes_skips_and_tabulates(tmp_path, toy_data_bin):
     queue.write_text(
         "# name arch flags\nglobal lstm_global --max-tokens 500\n\nsact lstm_sact --max-tokens 500\n"
         "fairseq_lstm lstm --encoder-bidirectional --max-tokens 500\n"  # fairseq's own arch, same rule
+        "milk lstm_milk --max-tokens 500\n"
     )
     out = tmp_path / "claims"
-    env = {"EPOCHS": "1", "DEVICE": "cpu", "RULE": "--lr-scheduler fixed"}
+    env = {"EPOCHS": "1", "DEVICE": "cpu", "RULE": "--lr-scheduler fixed", "MONOTONIC_STOP": "cumulative"}
     args = [str(queue), str(toy_data_bin / "data-bin"), str(out)]
     result = run_recipe("queue.sh", args, env)
     assert result.returncode == 0, result.stderr[-2000:]
-    names = ["global", "sact", "fairseq_lstm"]
+    names = ["global", "sact", "fairseq_lstm", "milk"]
     for name in names:
         assert (out / name / "done").exists() and (out / name / "test.txt").exists()
     table = (out / "table.test.tsv").read_text().splitlines()
-    assert table[0].startswith("system\tBLEU") and [row.split("\t")[0] for row in table[1:]] == names
+    # MONOTONIC_STOP: the monotonic head decoded with the other rule too, the others not
+    assert table[0].startswith("system\tBLEU")
+    assert [row.split("\t")[0] for row in table[1:]] == names + ["milk@cumulative"]
+    assert "'monotonic_stop': 'cumulative'" in (out / "milk" / "test.cumulative.log").read_text()
     assert "sact: epoch 1/1 valid loss" in result.stderr  # progress lines carry the system's name
     again = run_recipe("queue.sh", args, env)
-    assert again.returncode == 0 and again.stderr.count("trained already") == 3
+    assert again.returncode == 0 and again.stderr.count("trained already") == 4
     assert "decoding" not in again.stderr  # the hypotheses are newer than the checkpoints
 
 
