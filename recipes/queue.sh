@@ -5,15 +5,17 @@
 # QUEUE_FILE: one system per line, `NAME ARCH [fairseq-train flags ...]`; blank lines and lines
 # starting with '#' are skipped. Each system trains with recipes/train.sh (the recipes' sizes)
 # under the one stopping rule RULE into OUT_DIR/NAME; a system whose OUT_DIR/NAME/done exists is
-# skipped, one interrupted resumes from its checkpoint_last.pt. Then every system is decoded (PARALLEL at a time) on
-# valid and test with --stats-output (OUT_DIR/NAME/{valid,test}.{txt,jsonl}) and
-# OUT_DIR/table.{valid,test}.tsv is written (recipes' report, sacrebleu TOKENIZE).
+# skipped, one interrupted resumes from its checkpoint_last.pt. Then every system is decoded
+# (PARALLEL at a time) on valid and test with --stats-output (OUT_DIR/NAME/{valid,test}.{txt,jsonl})
+# and OUT_DIR/table.{valid,test}.tsv is written (recipes' report, sacrebleu TOKENIZE).
 # Environment: PARALLEL (2; 7 fit an H100), THREADS (1 per training), BEAM (5), TOKENIZE (none),
 # GEN_FLAGS (extra fairseq-generate flags, e.g. "--remove-bpe"), TIME_LIMIT (seconds per training
 # run, 0 = none: a run cut by it resumes next time), DEVICE (auto, cpu, cuda),
 # RULE (default: the plateau rule below), SUBSETS ("valid test"), REPORT_FLAGS (e.g. "--ribes"),
-# MONOTONIC_STOP (e.g. "cumulative": systems with a monotonic head are also decoded with
-# --monotonic-stop RULE into NAME/SUBSET.RULE.*, a row NAME@RULE in each table).
+# DECODE_ONLY (1: train nothing; decode every system with a best checkpoint so far, those the
+# rule has not finished marked "(unfinished)" in the tables), MONOTONIC_STOP (e.g. "cumulative":
+# systems with a monotonic head are also decoded with --monotonic-stop RULE into
+# NAME/SUBSET.RULE.*, a row NAME@RULE in each table).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 queue=$(arg_path "${1:?"usage: queue.sh QUEUE_FILE DATA_BIN OUT_DIR"}" "")
@@ -52,14 +54,19 @@ train_one() {
     say "$name: not finished (resumes on the next run)"
   fi
 }
+DECODE_ONLY=${DECODE_ONLY:-0}
 running=0
 for name in "${names[@]}"; do
+  [ "$DECODE_ONLY" = 1 ] && break
   if [ -f "$out/$name/done" ]; then say "$name: trained already"; continue; fi
   train_one "$name" &
   running=$((running + 1))
   if [ "$running" -ge "$PARALLEL" ]; then wait -n || true; running=$((running - 1)); fi
 done
 wait || true
+decodable() {  # NAME: trained to the rule, or (DECODE_ONLY=1) has a best checkpoint so far
+  [ -f "$out/$1/done" ] || { [ "$DECODE_ONLY" = 1 ] && [ -f "$out/$1/checkpoints/checkpoint_best.pt" ]; }
+}
 
 decode_one() {  # NAME SUBSET [RULE]: hypotheses and statistics of the best checkpoint
   local f=$out/$1/$2${3:+.$3} rule=()
@@ -80,7 +87,7 @@ rules_of() {  # NAME: "" (the default rule), then MONOTONIC_STOP's rules if NAME
 running=0  # decoding side by side too: on a GPU each fairseq-generate is mostly start-up
 for subset in $SUBSETS; do
   for name in "${names[@]}"; do
-    [ -f "$out/$name/done" ] || continue
+    decodable "$name" || continue
     for rule in $(rules_of "$name"); do
       [ "$rule" = - ] && rule=""
       f=$out/$name/$subset${rule:+.$rule}
@@ -98,7 +105,8 @@ for subset in $SUBSETS; do
     for rule in $(rules_of "$name"); do
       [ "$rule" = - ] && rule=""
       f=$out/$name/$subset${rule:+.$rule}
-      [ -s "$f.txt" ] && specs+=("$name${rule:+@$rule}=$f.txt:$f.jsonl")
+      label=$name${rule:+@$rule}$([ -f "$out/$name/done" ] || echo " (unfinished)")
+      [ -s "$f.txt" ] && specs+=("$label=$f.txt:$f.jsonl")
     done
   done
   [ ${#specs[@]} -gt 0 ] || continue

@@ -154,6 +154,15 @@ def test_queue_trains_resumes_skips_and_tabulates(tmp_path, toy_data_bin):
     again = run_recipe("queue.sh", args, env)
     assert again.returncode == 0 and again.stderr.count("trained already") == 4
     assert "decoding" not in again.stderr  # the hypotheses are newer than the checkpoints
+    # DECODE_ONLY: a system cut before the rule finished it is decoded from its best checkpoint
+    # and marked; nothing is trained
+    (out / "sact" / "done").unlink()
+    (out / "sact" / "test.txt").unlink()
+    partial = run_recipe("queue.sh", args, {**env, "DECODE_ONLY": "1"})
+    assert partial.returncode == 0 and "training" not in partial.stderr
+    assert "decoding sact (test)" in partial.stderr and "decoding global" not in partial.stderr
+    rows = [row.split("\t")[0] for row in (out / "table.test.tsv").read_text().splitlines()[1:]]
+    assert rows == ["global", "sact (unfinished)", "fairseq_lstm", "milk", "milk@cumulative"]
 
 
 def test_queue_refuses_a_line_without_an_arch(tmp_path):
