@@ -6,7 +6,7 @@ attention's threshold can cut the window on a corpus.
     python -m fairseq_vision_attn.analysis window-bound --stats STATS [--sigma 1.5] \\
         [--taus 0.3 0.5 0.8 1.0 1.2 1.6]
     python -m fairseq_vision_attn.analysis monotonic-mismatch --path CKPT --data DATA_BIN \\
-        [--subset valid] [--noise-vars 0 4]
+        [--subset valid] [--noise-vars 0 4] [--monotonic-stop energy]
 
 **temperature-by-word** (Lin et al. 2018, sec. 4.2 / Fig. 2).
 
@@ -48,6 +48,7 @@ import os
 import sys
 from collections import defaultdict
 
+from .attention.monotonic import STOP_RULES
 from .errors import non_negative_float, one_line_errors, positive_float
 from .plots import read_sentences, read_stats
 
@@ -165,7 +166,7 @@ def format_window_bound(full, rows, sigma, stats):
     return "\n".join(lines)
 
 
-def monotonic_mismatch(model, batches, noise_vars, pad, seed=1):
+def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energy"):
     """Teacher-forced NLL and DAL of a streaming model under the hard policy and the expected
     alignment.
 
@@ -175,6 +176,7 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1):
         batches: fairseq samples (``net_input``, ``target``).
         noise_vars: the noise variances of the expected rows.
         pad: the target padding index.
+        stop_rule: the hard policy's rule (fairseq-generate's ``--monotonic-stop``).
     Returns:
         ``[(label, nll_bits_per_token, mean_dal)]``, the hard policy first.
     """
@@ -187,11 +189,13 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1):
     heads = [m for m in model.modules() if isinstance(m, MonotonicAttentionBase)]
     if not heads:
         raise ValueError("the model has no monotonic head: give a monotonic, MoChA or MILk checkpoint")
-    saved = [(m.training, m.noise_var) for m in heads]
+    saved = [(m.training, m.noise_var, m.stop_rule) for m in heads]
     model.eval()
     rows = []
     try:
-        for label, expected, noise in [("hard policy", False, 0.0)] + [
+        for m in heads:
+            m.stop_rule = stop_rule
+        for label, expected, noise in [(f"hard policy ({stop_rule})", False, 0.0)] + [
             (f"expected, noise {n:g}", True, n) for n in noise_vars
         ]:
             for m in heads:
@@ -213,8 +217,8 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1):
                     sentences += target.size(0)
             rows.append((label, nll / tokens / math.log(2), dal / sentences))
     finally:
-        for m, (training, noise) in zip(heads, saved):
-            m.training, m.noise_var = training, noise
+        for m, (training, noise, rule) in zip(heads, saved):
+            m.training, m.noise_var, m.stop_rule = training, noise, rule
     return rows
 
 
@@ -233,7 +237,9 @@ def run_monotonic_mismatch(args):
     dataset = task.dataset(args.subset)
     batches = list(task.get_batch_iterator(dataset, max_tokens=args.max_tokens).next_epoch_itr(shuffle=False))
     try:
-        rows = monotonic_mismatch(model, batches, args.noise_vars, task.target_dictionary.pad(), args.seed)
+        rows = monotonic_mismatch(
+            model, batches, args.noise_vars, task.target_dictionary.pad(), args.seed, args.monotonic_stop
+        )
     except ValueError as error:
         raise VisionAttnError(f"--path {args.path}: {error}") from None
     lines = [
@@ -277,6 +283,12 @@ def get_parser():
         default=[0.0, 4.0],
         metavar="N",
         help="noise variances of the expected rows (default: 0 4)",
+    )
+    mismatch.add_argument(
+        "--monotonic-stop",
+        choices=STOP_RULES,
+        default="energy",
+        help="the hard policy's stopping rule, as fairseq-generate's (default: energy)",
     )
     mismatch.add_argument("--max-tokens", type=int, default=4000, metavar="N")
     mismatch.add_argument("--seed", type=int, default=1, help="seed of the noise (default 1)")

@@ -312,9 +312,13 @@ def test_monotonic_stop_and_the_mismatch_analysis(trained, toy_data_bin, tmp_pat
     analysis = ["python", "-m", "fairseq_vision_attn.analysis", "monotonic-mismatch", "--data", data]
     out = run_cli(analysis + ["--path", str(ckpt)], cwd=REPO).stdout.splitlines()
     hard, clean, noisy = (line.split("\t") for line in out[2:5])
-    assert hard[0] == "hard policy" and float(hard[1]) == pytest.approx(loss, abs=1e-3)
+    assert hard[0] == "hard policy (energy)" and float(hard[1]) == pytest.approx(loss, abs=1e-3)
     assert clean[0] == "expected, noise 0" and noisy[0] == "expected, noise 4"
     assert all(float(row[2]) >= 1 for row in (hard, clean, noisy))  # DAL >= one token read
+    cumulative = run_cli(analysis + ["--path", str(ckpt), "--monotonic-stop", "cumulative"], cwd=REPO)
+    row = cumulative.stdout.splitlines()[2].split("\t")
+    assert row[0] == "hard policy (cumulative)" and float(row[2]) >= 1
+    assert out[3:] == cumulative.stdout.splitlines()[3:]  # the expected rows do not depend on it
     glob_ckpt = str(trained["lstm_global"] / "checkpoint_best.pt")
     proc = run_cli(analysis + ["--path", glob_ckpt], cwd=REPO, check=False)
     assert proc.returncode == 2 and "no monotonic head" in proc.stderr and "Traceback" not in proc.stderr
