@@ -178,7 +178,8 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energ
         pad: the target padding index.
         stop_rule: the hard policy's rule (fairseq-generate's ``--monotonic-stop``).
     Returns:
-        ``[(label, nll_bits_per_token, mean_dal)]``, the hard policy first.
+        ``[(label, nll_bits_per_token, mean_dal)]``, the hard policy first. The model is left
+        in eval mode with its heads' noise and stopping rule as they were.
     """
     import torch
 
@@ -189,7 +190,7 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energ
     heads = [m for m in model.modules() if isinstance(m, MonotonicAttentionBase)]
     if not heads:
         raise ValueError("the model has no monotonic head: give a monotonic, MoChA or MILk checkpoint")
-    saved = [(m.training, m.noise_var, m.stop_rule) for m in heads]
+    saved = [(m.noise_var, m.stop_rule) for m in heads]
     model.eval()
     rows = []
     try:
@@ -217,8 +218,9 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energ
                     sentences += target.size(0)
             rows.append((label, nll / tokens / math.log(2), dal / sentences))
     finally:
-        for m, (training, noise, rule) in zip(heads, saved):
-            m.training, m.noise_var, m.stop_rule = training, noise, rule
+        for m, (noise, rule) in zip(heads, saved):
+            m.noise_var, m.stop_rule = noise, rule
+        model.eval()
     return rows
 
 
@@ -232,7 +234,7 @@ def run_monotonic_mismatch(args):
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
         [args.path], arg_overrides={"data": args.data}
     )
-    model = models[0].float().eval()
+    model = models[0].float()
     task.load_dataset(args.subset)
     dataset = task.dataset(args.subset)
     batches = list(task.get_batch_iterator(dataset, max_tokens=args.max_tokens).next_epoch_itr(shuffle=False))

@@ -65,7 +65,8 @@ for name in "${names[@]}"; do
 done
 wait || true
 decodable() {  # NAME: trained to the rule, or (DECODE_ONLY=1) has a best checkpoint so far
-  [ -f "$out/$1/done" ] || { [ "$DECODE_ONLY" = 1 ] && [ -f "$out/$1/checkpoints/checkpoint_best.pt" ]; }
+  [ -f "$out/$1/done" ] \
+    || { [ "$DECODE_ONLY" = 1 ] && [ -f "$out/$1/checkpoints/checkpoint_best.pt" ]; }
 }
 
 decode_one() {  # NAME SUBSET [RULE]: hypotheses and statistics of the best checkpoint
@@ -74,22 +75,20 @@ decode_one() {  # NAME SUBSET [RULE]: hypotheses and statistics of the best chec
   say "decoding $1 ($2${3:+, --monotonic-stop $3})"
   # shellcheck disable=SC2086
   fairseq-generate "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn \
-    --path "$out/$1/checkpoints/checkpoint_best.pt" --gen-subset "$2" --beam "$BEAM" "${rule[@]}" \
-    --batch-size 64 "${DEVICE_FLAGS[@]}" --stats-output "$f.jsonl" ${GEN_FLAGS:-} > "$f.txt" 2> "$f.log" \
+    --path "$out/$1/checkpoints/checkpoint_best.pt" --gen-subset "$2" --beam "$BEAM" \
+    "${rule[@]}" --batch-size 64 "${DEVICE_FLAGS[@]}" --stats-output "$f.jsonl" ${GEN_FLAGS:-} > "$f.txt" 2> "$f.log" \
     || { rm -f "$f.txt"; say "decoding $1 ($2) failed: $(explain "$f.log") (log: $f.log)"; }
 }
-rules_of() {  # NAME: "" (the default rule), then MONOTONIC_STOP's rules if NAME has a monotonic head
+other_rules() {  # NAME: MONOTONIC_STOP's rules if NAME has a monotonic head, else nothing
   local arch
   read -r arch _ < "$specs_dir/$1"
-  echo "-"
   case $arch in lstm_monotonic | lstm_mocha | lstm_milk) echo "${MONOTONIC_STOP:-}" ;; esac
 }
 running=0  # decoding side by side too: on a GPU each fairseq-generate is mostly start-up
 for subset in $SUBSETS; do
   for name in "${names[@]}"; do
     decodable "$name" || continue
-    for rule in $(rules_of "$name"); do
-      [ "$rule" = - ] && rule=""
+    for rule in "" $(other_rules "$name"); do  # "": the default rule
       f=$out/$name/$subset${rule:+.$rule}
       [ -s "$f.txt" ] && [ "$f.txt" -nt "$out/$name/checkpoints/checkpoint_best.pt" ] && continue
       decode_one "$name" "$subset" "$rule" &
@@ -102,8 +101,7 @@ wait || true
 for subset in $SUBSETS; do
   specs=()
   for name in "${names[@]}"; do
-    for rule in $(rules_of "$name"); do
-      [ "$rule" = - ] && rule=""
+    for rule in "" $(other_rules "$name"); do
       f=$out/$name/$subset${rule:+.$rule}
       label=$name${rule:+@$rule}$([ -f "$out/$name/done" ] || echo " (unfinished)")
       [ -s "$f.txt" ] && specs+=("$label=$f.txt:$f.jsonl")

@@ -183,14 +183,15 @@ class MonotonicAttentionBase(Attention):
         query_part = self.energy.query_proj(query)
         moving = torch.ones_like(head, dtype=torch.bool)
         starved = torch.zeros_like(moving)
-        log_going = torch.zeros(head.shape, dtype=torch.float32, device=head.device)
+        cumulative = self.stop_rule == "cumulative"
+        log_going = torch.zeros(head.shape, device=head.device) if cumulative else None
         while True:
-            energy = self.energy.energy_at(query_part, keys, head).float()
-            if self.stop_rule == "energy":
-                chose = energy > 0
-            else:  # "cumulative": P(stopped by here) = 1 - prod (1 - p_j) reaches 1/2
-                log_going = log_going + torch.where(moving, F.logsigmoid(-energy), 0.0)
+            energy = self.energy.energy_at(query_part, keys, head)
+            if cumulative:  # P(stopped since the start) = 1 - prod (1 - p_j) reaches 1/2
+                log_going = log_going + torch.where(moving, F.logsigmoid(-energy.float()), 0.0)
                 chose = log_going <= -math.log(2.0)
+            else:
+                chose = energy > 0
             at_end = head >= last
             if finished is not None:
                 starved = starved | (moving & at_end & ~chose & ~finished)

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call of the claims issue: train one queue (<= 7 systems) side by side on the lent
 # GPU, decode valid and test (De-En: also test1, and the monotonic heads with both stopping
-# rules, --monotonic-stop cumulative as NAME@cumulative), and pack all but the checkpoints into $OUT.
+# rules: --monotonic-stop cumulative as NAME@cumulative), pack all but the checkpoints into $OUT.
 #   run (carry [".gpu"]):  source .gpu/setup.sh && bash recipes/claims/gpu_run.sh enja_1
 # A call is limited to 10 minutes and the machine keeps nothing: TIME_LIMIT (default 420 s) stops
 # every training in time to decode and pack; a system it stopped is reported unfinished, and a
@@ -23,7 +23,8 @@ gen=()
 SUBSETS=${SUBSETS:-"valid test $([ "$corpus" = deen ] && echo test1)"} \
   GEN_FLAGS="${gen[*]}" TOKENIZE=$([ "$corpus" = deen ] && echo 13a || echo none) \
   REPORT_FLAGS=$([ "$corpus" = enja ] && python -c "import nltk" 2>/dev/null && echo --ribes) \
-  MONOTONIC_STOP=$([ "$corpus" = deen ] && echo cumulative) PARALLEL=${PARALLEL:-7} TIME_LIMIT=${TIME_LIMIT:-420} DEVICE=${DEVICE:-cuda} THREADS=2 \
+  MONOTONIC_STOP=$([ "$corpus" = deen ] && echo cumulative) \
+  PARALLEL=${PARALLEL:-7} TIME_LIMIT=${TIME_LIMIT:-420} DEVICE=${DEVICE:-cuda} THREADS=2 \
   bash recipes/queue.sh "$queue" "$work/prep/data-bin" "$work/$name"
 tar -czf "${OUT:-.}/$name.tgz" --exclude='*.pt' -C "$work" "$name"
 echo "packed ${OUT:-.}/$name.tgz"
