@@ -20,7 +20,7 @@ python -m fairseq_vision_attn.plots latency --points TSV --out FILE
     family column); family "offline" draws a horizontal line at its BLEU
 python -m fairseq_vision_attn.plots streaming-attention --path CKPT --data-bin DIR --ids 0 1 --out-dir DIR
     a streaming model's attention while it decodes simultaneously, the hard head outlined
-    (MILk paper Figs. 4-5)
+    (MILk paper Figs. 4-5); --monotonic-stop {energy,cumulative} as fairseq-generate's
 """
 
 import argparse
@@ -43,6 +43,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
 from matplotlib.ft2font import FT2Font  # noqa: E402
 
+from .attention.monotonic import STOP_RULES  # noqa: E402
 from .errors import VisionAttnError, number, one_line_errors  # noqa: E402
 from .report import parse_generate_output  # noqa: E402
 
@@ -440,20 +441,30 @@ def plot_latency(points, path, title="latency / quality"):
     plt.close(fig)
 
 
-def streaming_attentions(checkpoint, data_bin, ids, out_dir, subset="test"):
+def streaming_attentions(checkpoint, data_bin, ids, out_dir, subset="test", stop_rule=None):
     """Decode ``ids`` simultaneously (greedy, as fairseq-generate does for streaming archs), then
-    teacher-force the output to read the test-time attention weights; the head is outlined."""
+    teacher-force the output to read the test-time attention weights; the head is outlined.
+    ``stop_rule`` is fairseq-generate's ``--monotonic-stop`` (None: as trained, ``energy``).
+    Returns each sentence's read delays (source tokens read before each target token)."""
     import torch
 
     from .simultaneous import SimultaneousGenerator, streaming_attention
 
     model, task, dataset = load_for_plots(checkpoint, data_bin, subset)
-    if streaming_attention(model) is None:
+    mechanism = streaming_attention(model)
+    if mechanism is None:
         raise SystemExit(
             f"{checkpoint} is not a streaming checkpoint (lstm_monotonic, lstm_mocha, lstm_milk, lstm_waitk)"
         )
+    if stop_rule is not None:
+        if not hasattr(mechanism, "stop_rule"):
+            raise SystemExit(
+                "--monotonic-stop needs a model with a monotonic head (lstm_monotonic, lstm_mocha, lstm_milk)"
+            )
+        mechanism.stop_rule = stop_rule
     generator = SimultaneousGenerator([model], task.target_dictionary, max_len_a=2, max_len_b=10)
     os.makedirs(out_dir, exist_ok=True)
+    delays = {}
     for i in ids:
         sample = one_sentence(dataset, i, subset)
         hypo = generator.generate([model], sample)[0][0]
@@ -464,9 +475,12 @@ def streaming_attentions(checkpoint, data_bin, ids, out_dir, subset="test"):
         tgt = task.target_dictionary.string(hypo["tokens"]).split() + ["</s>"]
         weights = extra["attn"][0][0, : len(tgt), : len(src)].numpy()
         name = getattr(model.decoder.attention, "registry_name", "attention")
+        name += f" (stop: {stop_rule})" if stop_rule else ""
         title = f"{name}, {subset} {i}: DAL {hypo['latency']['DAL']:.2f}, AL {hypo['latency']['AL']:.2f}"
         path = os.path.join(out_dir, f"streaming_{i}.png")
         plot_alignment(weights, src, tgt, path, title, delays=hypo["delays"])
+        delays[i] = list(hypo["delays"])
+    return delays
 
 
 def add_checkpoint_plot(sub, name, help_text, subset):
@@ -477,6 +491,7 @@ def add_checkpoint_plot(sub, name, help_text, subset):
     plot.add_argument("--subset", default=subset)
     plot.add_argument("--ids", type=int, nargs="+", required=True)
     plot.add_argument("--out-dir", required=True)
+    return plot
 
 
 def get_parser():
@@ -513,7 +528,15 @@ def get_parser():
     )
     latency.add_argument("--out", required=True)
     latency.add_argument("--title", default="latency / quality")
-    add_checkpoint_plot(sub, "streaming-attention", "attention with the hard head (MILk Figs. 4-5)", "test")
+    streaming = add_checkpoint_plot(
+        sub, "streaming-attention", "attention with the hard head (MILk Figs. 4-5)", "test"
+    )
+    streaming.add_argument(
+        "--monotonic-stop",
+        choices=STOP_RULES,
+        default=None,
+        help="monotonic head's test-time rule, as fairseq-generate's (default: energy, as trained)",
+    )
     return parser
 
 
@@ -525,7 +548,9 @@ def main(argv=None):
         plot_latency(read_latency_points(args.points, args.metrics), args.out, args.title)
         return
     if args.command == "streaming-attention":
-        streaming_attentions(args.path, args.data_bin, args.ids, args.out_dir, args.subset)
+        streaming_attentions(
+            args.path, args.data_bin, args.ids, args.out_dir, args.subset, args.monotonic_stop
+        )
         return
     if args.command == "curves":
         named = [spec.rpartition("=") for spec in args.logs]

@@ -407,6 +407,29 @@ def test_streaming_attention_plot(trained, toy_data_bin, tmp_path):
         base + ["--path", str(trained["lstm_global"] / "checkpoint_best.pt")], cwd=REPO, check=False
     )
     assert proc.returncode != 0 and "not a streaming checkpoint" in proc.stderr
+    proc = run_cli(
+        base + ["--path", str(trained["lstm_waitk"] / "checkpoint_best.pt"), "--monotonic-stop", "energy"],
+        cwd=REPO,
+        check=False,
+    )
+    assert proc.returncode != 0 and "--monotonic-stop needs a model with a monotonic head" in proc.stderr
+
+
+def test_streaming_attention_plot_stop_rule(trained, toy_data_bin, tmp_path):
+    """--monotonic-stop reaches the plotted decoding: up to the first token where they differ, the
+    cumulative rule's head is never further right than the energy rule's (it stops no later)."""
+    from fairseq_vision_attn.plots import streaming_attentions
+
+    ckpt, data_bin = str(trained["lstm_milk"] / "checkpoint_best.pt"), str(toy_data_bin / "data-bin")
+    ids = list(range(8))
+    energy = streaming_attentions(ckpt, data_bin, ids, str(tmp_path / "energy"), "test", "energy")
+    cumulative = streaming_attentions(ckpt, data_bin, ids, str(tmp_path / "cum"), "test", "cumulative")
+    for i in ids:
+        assert (tmp_path / "cum" / f"streaming_{i}.png").exists()
+        # same prefix of outputs until the rules first disagree; there cumulative reads no more
+        first = next((j for j, (a, b) in enumerate(zip(energy[i], cumulative[i])) if a != b), None)
+        if first is not None:
+            assert cumulative[i][first] < energy[i][first]
 
 
 def test_resume_after_eval_bleu_checkpoint(toy_data_bin, tmp_path):
@@ -428,6 +451,28 @@ def test_resume_after_eval_bleu_checkpoint(toy_data_bin, tmp_path):
     epoch = first["extra_state"]["train_iterator"]["epoch"]  # fairseq stores the next epoch
     assert second["extra_state"]["train_iterator"]["epoch"] == epoch + 1
     assert second["optimizer_history"][-1]["num_updates"] == 2 * updates
+
+
+def test_resume_keeps_the_early_stopping_count(toy_data_bin, tmp_path):
+    """--patience counts validations without improvement across a resume: a run stopped after
+    epoch 2 and resumed stops at the epoch where the same run uninterrupted stops (fairseq alone
+    would restart the count and take the first loss after the restart as the best). With a
+    learning rate of 1e-9 the validation loss never improves after epoch 1, so --patience 3
+    stops both at epoch 4 (fairseq alone: the resumed run at 6)."""
+    flags = ["--lr", "1e-9", "--patience", "3", "--max-epoch", "10"]
+    whole = run_cli(train_args(toy_data_bin, tmp_path / "whole", "lstm_global", *flags), cwd=REPO)
+    parts = tmp_path / "parts"
+    run_cli(train_args(toy_data_bin, parts, "lstm_global", *flags, "--max-epoch", "2"), cwd=REPO)
+    resumed = run_cli(train_args(toy_data_bin, parts, "lstm_global", *flags), cwd=REPO)
+
+    def last_epoch(save_dir):  # the saved iterator holds the next epoch to train
+        state = torch.load(save_dir / "checkpoint_last.pt", weights_only=True)
+        return state["extra_state"]["train_iterator"]["epoch"] - 1
+
+    for proc in (whole, resumed):
+        assert "early stop since valid performance hasn't improved" in proc.stdout + proc.stderr
+    assert last_epoch(tmp_path / "whole") == last_epoch(parts) == 4
+    assert "early stopping resumes at best" in resumed.stdout + resumed.stderr
 
 
 # (arch, invalid flags, text the one-line error must name): checks across flags, criteria and

@@ -55,7 +55,7 @@ def package_flags():
 
 def known_flags():
     """Flags somebody registers: the package, fairseq's programs, the package's commands,
-    SimulEval and the agent, and the recipes' own options."""
+    sacrebleu, SimulEval and the agent, and the recipes' own options."""
     known = package_flags()
     argv = ["data-bin", "--user-dir", "fairseq_vision_attn", "--task", "translation_vision_attn"]
     for get_parser in (
@@ -80,6 +80,10 @@ def known_flags():
     for script in glob.glob(os.path.join(REPO, "benchmarks", "*.py")):  # their parsers live in main()
         with open(script, encoding="utf-8") as handle:
             known |= set(re.findall(r"add_argument\(\s*\"(--[a-z0-9-]+)\"", handle.read()))
+    import sacrebleu.sacrebleu  # its parser is built inside parse_args(): read its source
+
+    with open(sacrebleu.sacrebleu.__file__, encoding="utf-8") as handle:
+        known |= set(re.findall(r"add_argument\(\s*'(--[a-z0-9-]+)'", handle.read()))
     try:
         from simuleval.options import general_parser
 

@@ -5,7 +5,13 @@ fairseq-generate and fairseq-interactive accept new flags only through a task, s
 owns every decoding option of the package: ``--stats-output``, ``--vision-span-threshold``
 (flexible attention) and ``--test-waitk-lagging`` (wait-k), and it decodes every streaming
 checkpoint with :class:`..simultaneous.SimultaneousGenerator` (greedy, simultaneous, with
-delays). Training with it is identical to ``--task translation``.
+delays). Training with it is identical to ``--task translation``, except that a resumed run
+keeps its early-stopping count: fairseq-train keeps ``--patience``'s best validation loss and
+the number of validations since it in memory only, so a run resumed from
+``checkpoint_last.pt`` would start counting afresh (taking the first loss after the restart as
+the best, even when it is worse) and train up to ``--patience`` epochs more than the same run
+uninterrupted. The task saves both with every checkpoint and restores them on resume
+(fairseq's ``get_checkpoint_dict`` / ``set_checkpoint_dict``).
 
 ``--stats-output FILE`` writes one JSON line per generated sentence::
 
@@ -137,6 +143,24 @@ class TranslationVisionAttnTask(TranslationTask):
         # and its samples carry no id
         self._interactive_order = collections.deque()
         self.length_limited = []  # ids of streaming hypotheses cut at --max-len-a/--max-len-b
+
+    def get_checkpoint_dict(self):
+        """Saved by fairseq-train in every checkpoint's ``extra_state``: ``--patience``'s state
+        (module docstring)."""
+        stop = _early_stopping()
+        if stop is None or getattr(stop, "best", None) is None:
+            return {}
+        return {type(self).__name__: {"early_stop": {"best": stop.best, "num_runs": stop.num_runs}}}
+
+    def set_checkpoint_dict(self, state):
+        """Called by fairseq-train when it resumes from a checkpoint saved by this task."""
+        saved, stop = state.get("early_stop"), _early_stopping()
+        if saved and stop is not None:
+            stop.best, stop.num_runs = saved["best"], saved["num_runs"]
+            logger.info(
+                f"early stopping resumes at best {saved['best']}, "
+                f"{saved['num_runs']} validation(s) without improvement"
+            )
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
         """As fairseq's, but never drops sentences outside training.
@@ -345,6 +369,13 @@ class TranslationVisionAttnTask(TranslationTask):
         if self.stats_handle is not None:
             self.stats_handle.close()
             sort_rows_by_id(self.cfg.stats_output)
+
+
+def _early_stopping():
+    """fairseq-train's ``should_stop_early`` (it keeps ``best`` and ``num_runs`` as function
+    attributes), or None outside fairseq-train."""
+    train = sys.modules.get("fairseq_cli.train")
+    return getattr(train, "should_stop_early", None)
 
 
 def _is_ours(model):
