@@ -150,7 +150,8 @@ class TranslationVisionAttnTask(TranslationTask):
         stop = _early_stopping()
         if stop is None or getattr(stop, "best", None) is None:
             return {}
-        return {type(self).__name__: {"early_stop": {"best": stop.best, "num_runs": stop.num_runs}}}
+        state = {"best": float(stop.best), "num_runs": int(stop.num_runs)}  # weights_only-safe types
+        return {type(self).__name__: {"early_stop": state}}
 
     def set_checkpoint_dict(self, state):
         """Called by fairseq-train when it resumes from a checkpoint saved by this task."""
