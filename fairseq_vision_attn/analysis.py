@@ -7,6 +7,8 @@ attention's threshold can cut the window on a corpus.
         [--taus 0.3 0.5 0.8 1.0 1.2 1.6]
     python -m fairseq_vision_attn.analysis monotonic-mismatch --path CKPT --data DATA_BIN \\
         [--subset valid] [--noise-vars 0 4] [--monotonic-stop energy]
+    python -m fairseq_vision_attn.analysis alignment-sharpness --generate GEN [GEN ...]
+    python -m fairseq_vision_attn.analysis memory-slots --path CKPT --data DATA_BIN [--subset test]
 
 **temperature-by-word** (Lin et al. 2018, sec. 4.2 / Fig. 2).
 
@@ -40,6 +42,16 @@ alignment at each ``--noise-vars`` (0: the clean expectation; the training varia
 latency loss saw). A hard NLL far above the expected one means the test-time model is not the
 one training optimised; a DAL under training noise far from the hard DAL means the latency
 weight buys a different latency than it appears to.
+
+**alignment-sharpness** and **memory-slots** (Britz et al. 2017, sec. 5). How sharply a model
+looks, as three figures over a set of distributions over source positions: the mean peak
+weight, the mean entropy divided by log(positions) (0: one position, 1: uniform), and the share
+of distributions whose peak holds more than half the weight. ``alignment-sharpness`` reads the
+soft alignments ``fairseq-generate --print-alignment soft`` prints (``A-`` lines; one
+distribution per output step: global attention's weights, memory attention's alpha . beta);
+``memory-slots`` runs a memory model's encoder over a subset and reads each slot's weights over
+the sentence's positions (alpha's columns under ``--memory-normalize time``): a memory whose
+slots are flat can only mix blurred contexts, however the decoder weighs them.
 """
 
 import argparse
@@ -252,6 +264,100 @@ def run_monotonic_mismatch(args):
     return "\n".join(lines)
 
 
+def sharpness(distributions):
+    """(count, mean peak weight, mean normalised entropy, share with a peak above 0.5) of
+    distributions over positions (each a sequence of non-negative weights, renormalised here);
+    a distribution over one position has entropy 0."""
+    count, peak, entropy, sharp = 0, 0.0, 0.0, 0
+    for weights in distributions:
+        total = float(sum(weights))
+        if total <= 0:
+            continue
+        probs = [w / total for w in weights]
+        top = max(probs)
+        count += 1
+        peak += top
+        sharp += top > 0.5
+        if len(probs) > 1:
+            entropy += -sum(p * math.log(p) for p in probs if p > 0) / math.log(len(probs))
+    if count == 0:
+        return 0, float("nan"), float("nan"), float("nan")
+    return count, peak / count, entropy / count, sharp / count
+
+
+def read_soft_alignments(gen_path):
+    """Every output step's distribution over source positions from the ``A-`` lines of
+    ``fairseq-generate --print-alignment soft`` (steps separated by spaces, positions by commas)."""
+    from .errors import VisionAttnError
+    from .report import parse_generate_output
+
+    steps = []
+    for fields in parse_generate_output(gen_path).get("A", {}).values():
+        for step in (fields[0] if fields else "").split():
+            try:
+                steps.append([float(w) for w in step.split(",")])
+            except ValueError:
+                raise VisionAttnError(
+                    f"{gen_path}: A- lines are hard alignments; decode with --print-alignment soft"
+                ) from None
+    if not steps:
+        raise VisionAttnError(f"{gen_path} has no A- lines: decode with --print-alignment soft")
+    return steps
+
+
+def memory_slot_distributions(alpha, src_pad):
+    """Each memory slot's weights over its sentence's real positions: alpha (batch x src_len x K,
+    zero on padding) and src_pad (batch x src_len, True = padding) -> lists of length |S_i|."""
+    out = []
+    for a, pad in zip(alpha, src_pad):
+        real = a[~pad]  # |S| x K
+        out.extend(real.t().tolist())
+    return out
+
+
+def run_memory_slots(args):
+    import torch
+    from fairseq import checkpoint_utils
+
+    from .attention.memory import MemoryAttention
+    from .errors import VisionAttnError
+
+    if not os.path.isfile(args.path):
+        raise VisionAttnError(f"--path {args.path}: no such checkpoint")
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [args.path], arg_overrides={"data": args.data}
+    )
+    model = models[0].float().eval()
+    memories = [m for m in model.modules() if isinstance(m, MemoryAttention)]
+    if not memories:
+        raise VisionAttnError(
+            f"--path {args.path}: the model has no memory attention: give an lstm_memory checkpoint"
+        )
+    task.load_dataset(args.subset)
+    dataset = task.dataset(args.subset)
+    slots = []
+    with torch.no_grad():
+        for sample in task.get_batch_iterator(dataset, max_tokens=args.max_tokens).next_epoch_itr(
+            shuffle=False
+        ):
+            encoder_out = model.encoder(sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"])
+            keys, src_pad = encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0]
+            slots += memory_slot_distributions(memories[0].encoder_weights(keys, src_pad), src_pad)
+    memory = memories[0]
+    header = (
+        f"# {args.path}, {len(dataset)} {args.subset} sentences, K = {memory.memory_size}, encoder "
+        f"score {memory.encoder_score}, normalised over {memory.normalize}"
+    )
+    return header + "\n" + format_sharpness([("slots", sharpness(slots))])
+
+
+def format_sharpness(rows):
+    lines = ["distributions\tcount\tmean peak weight\tnormalised entropy\tshare peak > 0.5"]
+    for label, (count, peak, entropy, sharp) in rows:
+        lines.append(f"{label}\t{count}\t{peak:.3f}\t{entropy:.3f}\t{sharp:.3f}")
+    return "\n".join(lines)
+
+
 def get_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -294,6 +400,21 @@ def get_parser():
     )
     mismatch.add_argument("--max-tokens", type=int, default=4000, metavar="N")
     mismatch.add_argument("--seed", type=int, default=1, help="seed of the noise (default 1)")
+    sharp = sub.add_parser(
+        "alignment-sharpness", help="how sharply each output step attends (--print-alignment soft)"
+    )
+    sharp.add_argument(
+        "--generate",
+        required=True,
+        nargs="+",
+        metavar="GEN",
+        help="fairseq-generate outputs with --print-alignment soft",
+    )
+    slots = sub.add_parser("memory-slots", help="memory attention: how sharply each slot reads the source")
+    slots.add_argument("--path", required=True, help="an lstm_memory checkpoint")
+    slots.add_argument("--data", required=True, help="the binarized data directory")
+    slots.add_argument("--subset", default="test", help="default: test")
+    slots.add_argument("--max-tokens", type=int, default=4000, metavar="N")
     return parser
 
 
@@ -303,6 +424,12 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.command == "monotonic-mismatch":
         print(run_monotonic_mismatch(args))
+        return 0
+    if args.command == "memory-slots":
+        print(run_memory_slots(args))
+        return 0
+    if args.command == "alignment-sharpness":
+        print(format_sharpness([(path, sharpness(read_soft_alignments(path))) for path in args.generate]))
         return 0
     if args.command == "window-bound":
         stats = read_stats(args.stats)

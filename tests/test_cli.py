@@ -797,6 +797,93 @@ def test_memory_prints_its_effective_alignment(trained, toy_data_bin):
     assert all("-" in pair for line in alignments for pair in line.split("\t")[1].split())
 
 
+def alignment_lines(stdout):
+    return {line.split("\t")[0]: line.split("\t")[1] for line in stdout.splitlines() if line.startswith("A-")}
+
+
+@pytest.mark.parametrize("arch", ["lstm_global", "lstm_memory"])
+@pytest.mark.parametrize("kind", ["soft", "hard"])
+def test_print_alignment_is_the_single_sentence_alignment(arch, kind, trained, toy_data_bin):
+    """--print-alignment in batches of 5 (left-padded sources of different lengths) prints what
+    each sentence alone prints (no padding: the oracle). fairseq reads the weights at left-padded
+    positions while these encoders attend over right-padded ones; the task lines the two up."""
+    ckpt = trained[arch] / "checkpoint_best.pt"
+    flags = ["--print-alignment", kind]
+    batched = alignment_lines(run_cli(generate_args(toy_data_bin, ckpt, *flags), cwd=REPO).stdout)
+    alone = alignment_lines(
+        run_cli(generate_args(toy_data_bin, ckpt, *flags, "--batch-size", "1"), cwd=REPO).stdout
+    )
+    assert len(batched) == 12 and batched.keys() == alone.keys()
+    for key in batched:
+        if kind == "hard":
+            assert batched[key] == alone[key]
+            continue
+        steps, single = batched[key].split(), alone[key].split()
+        assert len(steps) == len(single)
+        for step, oracle in zip(steps, single):
+            weights, expected = step.split(","), oracle.split(",")
+            assert len(weights) == len(expected)
+            assert [float(w) for w in weights] == pytest.approx([float(w) for w in expected], abs=1e-4)
+            assert sum(float(w) for w in weights) == pytest.approx(1.0, abs=1e-3)
+
+
+def test_fairseq_lstm_encoders_count_as_right_padded():
+    """fairseq's own LSTM encoder converts a left-padded batch to right padding too (left_pad,
+    its default): its alignments need the same lining up; an encoder that says nothing does not."""
+    from types import SimpleNamespace
+
+    from fairseq.data import Dictionary
+    from fairseq.models.lstm import LSTMEncoder
+
+    from fairseq_vision_attn.tasks.translation_vision_attn import attends_right_padded
+
+    dictionary = Dictionary()
+    assert attends_right_padded(SimpleNamespace(encoder=LSTMEncoder(dictionary, embed_dim=8, hidden_size=8)))
+    assert not attends_right_padded(
+        SimpleNamespace(encoder=LSTMEncoder(dictionary, embed_dim=8, hidden_size=8, left_pad=False))
+    )
+    assert not attends_right_padded(SimpleNamespace(encoder=torch.nn.Identity()))
+
+
+def test_sharpness_analyses_read_soft_alignments_and_memory_slots(trained, toy_data_bin, tmp_path):
+    """analysis alignment-sharpness over fairseq-generate --print-alignment soft: one
+    distribution per output step (memory's alpha . beta sums to 1), its mean peak recomputed
+    here; hard alignments and a missing --print-alignment are refused in one line. analysis
+    memory-slots: K slots per test sentence; a model without memory attention is refused."""
+    ckpt = trained["lstm_memory"] / "checkpoint_best.pt"
+    gen = tmp_path / "soft.txt"
+    gen.write_text(run_cli(generate_args(toy_data_bin, ckpt, "--print-alignment", "soft"), cwd=REPO).stdout)
+    steps = [
+        [float(w) for w in step.split(",")]
+        for line in gen.read_text().splitlines()
+        if line.startswith("A-")
+        for step in line.split("\t")[1].split()
+    ]
+    assert steps and all(sum(step) == pytest.approx(1.0, abs=1e-3) for step in steps)
+    analysis = ["python", "-m", "fairseq_vision_attn.analysis"]
+    out = run_cli(analysis + ["alignment-sharpness", "--generate", str(gen)], cwd=REPO).stdout.splitlines()
+    row = out[1].split("\t")
+    assert int(row[1]) == len(steps)
+    assert float(row[2]) == pytest.approx(sum(max(s) / sum(s) for s in steps) / len(steps), abs=1e-3)
+    hard = tmp_path / "hard.txt"
+    hard.write_text(run_cli(generate_args(toy_data_bin, ckpt, "--print-alignment"), cwd=REPO).stdout)
+    plain = tmp_path / "plain.txt"
+    plain.write_text("S-0\ta b\nH-0\t-0.1\tb a\n")
+    for path, message in [(hard, "hard alignments"), (plain, "no A- lines")]:
+        proc = run_cli(analysis + ["alignment-sharpness", "--generate", str(path)], cwd=REPO, check=False)
+        assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
+    data = str(toy_data_bin / "data-bin")
+    slots = run_cli(analysis + ["memory-slots", "--path", str(ckpt), "--data", data], cwd=REPO).stdout
+    header, _, row = slots.splitlines()
+    memory_size = int(re.search(r"K = (\d+)", header)[1])
+    sentences = int(re.search(r"(\d+) test sentences", header)[1])
+    assert row.split("\t")[:2] == ["slots", str(memory_size * sentences)]
+    assert 0 < float(row.split("\t")[2]) <= 1
+    glob = str(trained["lstm_global"] / "checkpoint_best.pt")
+    proc = run_cli(analysis + ["memory-slots", "--path", glob, "--data", data], cwd=REPO, check=False)
+    assert proc.returncode == 2 and "no memory attention" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_sact_variants_train_and_decode(toy_data_bin, tmp_path):
     """--sact-form mlp --sact-embedding --sact-dropout through fairseq-train; the checkpoint
     rebuilds the same variant in fairseq-generate (its temperatures are in the statistics)."""

@@ -149,3 +149,37 @@ def test_gradients_reach_both_score_matrices():
     attention = model.decoder.attention
     assert attention.encoder_proj.weight.grad.abs().sum() > 0
     assert attention.decoder_proj.weight.grad.abs().sum() > 0
+
+
+def test_sharpness_hand_values():
+    """analysis' sharpness: a one-hot step has peak 1 and entropy 0, a uniform one peak 1/n and
+    normalised entropy 1; a peak of exactly 0.5 is not 'above half'; weights are renormalised."""
+    from fairseq_vision_attn.analysis import sharpness
+
+    assert sharpness([[0, 1, 0, 0]]) == (1, 1.0, 0.0, 1.0)
+    count, peak, entropy, sharp = sharpness([[2, 2, 2, 2]])
+    assert (count, sharp) == (1, 0.0) and peak == pytest.approx(0.25) and entropy == pytest.approx(1.0)
+    count, peak, entropy, sharp = sharpness([[0, 1, 0, 0], [1, 1, 1, 1], [0.5, 0.5], [3.0], [0, 0]])
+    assert count == 4  # the all-zero row is no distribution
+    assert peak == pytest.approx((1 + 0.25 + 0.5 + 1) / 4)
+    assert entropy == pytest.approx((0 + 1 + 1 + 0) / 4)
+    assert sharp == pytest.approx(2 / 4)
+
+
+def test_memory_slot_distributions_read_real_positions_only():
+    """Each slot's column over the sentence's own positions: padding is dropped, K lists per
+    sentence, and under --memory-normalize time each one sums to 1 (Britz's C_k an attention)."""
+    from fairseq_vision_attn.analysis import memory_slot_distributions
+
+    attention = make_attention(pe=True)
+    states = torch.randn(2, 5, attention.encoder_proj.in_features)
+    pad = torch.tensor([[False] * 5, [False] * 3 + [True] * 2])
+    slots = memory_slot_distributions(attention.encoder_weights(states, pad).detach(), pad)
+    assert [len(s) for s in slots] == [5] * K + [3] * K
+    assert all(sum(s) == pytest.approx(1.0, abs=1e-5) for s in slots)
+    alpha = torch.zeros(1, 3, 2)
+    alpha[0, 0, 0], alpha[0, 1, 1], alpha[0, 2, 1] = 1.0, 0.25, 0.75
+    assert memory_slot_distributions(alpha, torch.tensor([[False, False, False]])) == [
+        [1.0, 0.0, 0.0],
+        [0.0, 0.25, 0.75],
+    ]

@@ -249,6 +249,10 @@ def load_or_build_embedding(path, dictionary, dim):
 class LSTMEncoder(FairseqEncoder):
     """Embeddings -> (bi)LSTM. Outputs batch-major, right-padded states."""
 
+    #: the decoder's attention weights index right-padded source positions, whatever the batch's
+    #: padding (the task's alignment printing reads this)
+    right_pads_source = True
+
     def __init__(self, args, dictionary, embed_tokens):
         super().__init__(dictionary)
         self.padding_idx = dictionary.pad()

@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
+from fairseq import utils
+from fairseq.sequence_generator import SequenceGeneratorWithAlignment
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
@@ -114,6 +116,36 @@ def set_generation_flag(model, attention, attribute, value, flag, needs):
         name = getattr(attention, "registry_name", type(model).__name__)
         raise VisionAttnError(f"{flag} needs {needs}; this checkpoint uses {name!r}")
     setattr(attention, attribute, value)
+
+
+def attends_right_padded(model):
+    """True when a model's attention weights index right-padded source positions: this package's
+    encoder, and fairseq's own LSTM encoder with ``left_pad`` (its default), both convert a
+    left-padded batch to right padding before the decoder attends."""
+    from fairseq.models.lstm import LSTMEncoder as FairseqLSTMEncoder
+
+    encoder = getattr(model, "encoder", None)
+    if getattr(encoder, "right_pads_source", False):
+        return True
+    return isinstance(encoder, FairseqLSTMEncoder) and encoder.left_pad
+
+
+class RightPaddedAlignmentGenerator(SequenceGeneratorWithAlignment):
+    """``--print-alignment`` for models whose attention indexes right-padded source positions.
+
+    fairseq reads each hypothesis's attention columns at the positions of the batch's source
+    tokens, left-padded by default (``--left-pad-source``): for every sentence shorter than
+    the longest in its batch it would print the weights of other positions (the padding's, the
+    last tokens' cut off). Here the source tokens the alignment is read against are right-padded
+    too, so that column s is source token s in every sentence.
+    """
+
+    def _prepare_batch_for_alignment(self, sample, hypothesis):
+        src_tokens, src_lengths, prev_output_tokens, tgt_tokens = super()._prepare_batch_for_alignment(
+            sample, hypothesis
+        )
+        src_tokens = utils.convert_padding_direction(src_tokens, self.pad, left_to_right=True)
+        return src_tokens, src_lengths, prev_output_tokens, tgt_tokens
 
 
 @register_task("translation_vision_attn", dataclass=TranslationVisionAttnConfig)
@@ -241,6 +273,11 @@ class TranslationVisionAttnTask(TranslationTask):
         for model in models:
             self.configure_for_inference(model, print_alignment=bool(getattr(args, "print_alignment", False)))
         if not any(streaming_attention(model) for model in models):
+            if getattr(args, "print_alignment", False) and kwargs.get("seq_gen_cls") is None:
+                if all(attends_right_padded(model) for model in models):
+                    kwargs["seq_gen_cls"] = RightPaddedAlignmentGenerator
+                    extra = kwargs.get("extra_gen_cls_kwargs") or {}
+                    kwargs["extra_gen_cls_kwargs"] = {**extra, "print_alignment": args.print_alignment}
             return super().build_generator(models, args, **kwargs)
         if len(models) > 1:
             raise VisionAttnError("simultaneous decoding takes one checkpoint (--path), not an ensemble")
