@@ -236,7 +236,9 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energ
     return rows
 
 
-def run_monotonic_mismatch(args):
+def load_subset(args):
+    """(model in float32, task, the subset's size, its batches in a fixed order) from --path, --data,
+    --subset and --max-tokens; a missing checkpoint is a one-line error."""
     from fairseq import checkpoint_utils
 
     from .errors import VisionAttnError
@@ -246,18 +248,23 @@ def run_monotonic_mismatch(args):
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
         [args.path], arg_overrides={"data": args.data}
     )
-    model = models[0].float()
     task.load_dataset(args.subset)
     dataset = task.dataset(args.subset)
-    batches = list(task.get_batch_iterator(dataset, max_tokens=args.max_tokens).next_epoch_itr(shuffle=False))
+    batches = task.get_batch_iterator(dataset, max_tokens=args.max_tokens).next_epoch_itr(shuffle=False)
+    return models[0].float(), task, len(dataset), batches
+
+
+def run_monotonic_mismatch(args):
+    from .errors import VisionAttnError
+
+    model, task, sentences, batches = load_subset(args)
     try:
-        rows = monotonic_mismatch(
-            model, batches, args.noise_vars, task.target_dictionary.pad(), args.seed, args.monotonic_stop
-        )
+        pad = task.target_dictionary.pad()
+        rows = monotonic_mismatch(model, list(batches), args.noise_vars, pad, args.seed, args.monotonic_stop)
     except ValueError as error:
         raise VisionAttnError(f"--path {args.path}: {error}") from None
     lines = [
-        f"# {args.path}, {len(dataset)} {args.subset} sentences, teacher-forced, dropout off",
+        f"# {args.path}, {sentences} {args.subset} sentences, teacher-forced, dropout off",
         "alignment\tnll (bits/token)\tDAL",
     ]
     lines += [f"{label}\t{nll:.4f}\t{dal:.3f}" for label, nll, dal in rows]
@@ -317,35 +324,26 @@ def memory_slot_distributions(alpha, src_pad):
 
 def run_memory_slots(args):
     import torch
-    from fairseq import checkpoint_utils
 
     from .attention.memory import MemoryAttention
     from .errors import VisionAttnError
 
-    if not os.path.isfile(args.path):
-        raise VisionAttnError(f"--path {args.path}: no such checkpoint")
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [args.path], arg_overrides={"data": args.data}
-    )
-    model = models[0].float().eval()
+    model, _, sentences, batches = load_subset(args)
+    model.eval()
     memories = [m for m in model.modules() if isinstance(m, MemoryAttention)]
     if not memories:
         raise VisionAttnError(
             f"--path {args.path}: the model has no memory attention: give an lstm_memory checkpoint"
         )
-    task.load_dataset(args.subset)
-    dataset = task.dataset(args.subset)
     slots = []
     with torch.no_grad():
-        for sample in task.get_batch_iterator(dataset, max_tokens=args.max_tokens).next_epoch_itr(
-            shuffle=False
-        ):
+        for sample in batches:
             encoder_out = model.encoder(sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"])
             keys, src_pad = encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0]
             slots += memory_slot_distributions(memories[0].encoder_weights(keys, src_pad), src_pad)
     memory = memories[0]
     header = (
-        f"# {args.path}, {len(dataset)} {args.subset} sentences, K = {memory.memory_size}, encoder "
+        f"# {args.path}, {sentences} {args.subset} sentences, K = {memory.memory_size}, encoder "
         f"score {memory.encoder_score}, normalised over {memory.normalize}"
     )
     return header + "\n" + format_sharpness([("slots", sharpness(slots))])

@@ -47,6 +47,11 @@ def test_missing_and_unwritable_files(tmp_path, capsys):
         lambda: analysis.main(["temperature-by-word", "--generate", str(gen), "--stats", "s", "--dict", "d"]),
     )
     assert str(gen) in line
+    ckpt = tmp_path / "checkpoint_best.pt"
+    for command in ("monotonic-mismatch", "memory-slots"):
+        argv = [command, "--path", str(ckpt), "--data", "d"]
+        line = one_error_line(capsys, lambda argv=argv: analysis.main(argv))
+        assert f"--path {ckpt}: no such checkpoint" in line
     blocker = tmp_path / "file"
     blocker.write_text("")
     line = one_error_line(
