@@ -9,7 +9,7 @@
 # added to the En-Ja tables when nltk is there; else score the packed hypotheses here with
 # `python -m fairseq_vision_attn.report ... --ribes`.
 set -euo pipefail
-name=${1:?"usage: gpu_run.sh QUEUE_NAME (enja_1, enja_2, enja_3, deen_1, deen_2)"}
+name=${1:?"usage: gpu_run.sh QUEUE_NAME (enja_1 to enja_4, deen_1 to deen_3)"}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$here"
 queue=recipes/claims/$name.queue
