@@ -322,6 +322,25 @@ def memory_slot_distributions(alpha, src_pad):
     return out
 
 
+def gate_statistics(slots):
+    """What sigmoid encoder gates do before they are normalised over time: from each slot's gates
+    over its sentence's positions (values in (0, 1)), (mean gate, share below 0.1, share above
+    0.9, mean positions per slot with a gate above 0.5, mean positions per slot, mean effective
+    positions per slot 1 / sum p^2 of the normalised gates)."""
+    gates = [g for slot in slots for g in slot]
+    if not gates:
+        return (float("nan"),) * 6
+    effective = [sum(slot) ** 2 / sum(g * g for g in slot) for slot in slots if sum(slot) > 0]
+    return (
+        sum(gates) / len(gates),
+        sum(g < 0.1 for g in gates) / len(gates),
+        sum(g > 0.9 for g in gates) / len(gates),
+        sum(g > 0.5 for g in gates) / len(slots),
+        len(gates) / len(slots),
+        sum(effective) / max(len(effective), 1),
+    )
+
+
 def run_memory_slots(args):
     import torch
 
@@ -335,18 +354,29 @@ def run_memory_slots(args):
         raise VisionAttnError(
             f"--path {args.path}: the model has no memory attention: give an lstm_memory checkpoint"
         )
-    slots = []
+    memory = memories[0]
+    slots, gates = [], []
     with torch.no_grad():
         for sample in batches:
             encoder_out = model.encoder(sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"])
             keys, src_pad = encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0]
-            slots += memory_slot_distributions(memories[0].encoder_weights(keys, src_pad), src_pad)
-    memory = memories[0]
+            slots += memory_slot_distributions(memory.encoder_weights(keys, src_pad), src_pad)
+            if memory.encoder_score == "sigmoid":
+                raw = torch.sigmoid(memory.encoder_scores(keys, src_pad))
+                gates += memory_slot_distributions(raw, src_pad)
     header = (
         f"# {args.path}, {sentences} {args.subset} sentences, K = {memory.memory_size}, encoder "
         f"score {memory.encoder_score}, normalised over {memory.normalize}"
     )
-    return header + "\n" + format_sharpness([("slots", sharpness(slots))])
+    lines = [header, format_sharpness([("slots", sharpness(slots))])]
+    if gates:
+        mean, low, high, opened, positions, effective = gate_statistics(gates)
+        lines.append(
+            f"# sigmoid gates before normalisation: mean {mean:.3f}, share below 0.1 {low:.3f}, above "
+            f"0.9 {high:.3f}; per slot {opened:.2f} of {positions:.2f} positions above 0.5, "
+            f"{effective:.2f} effective positions (1 / sum p^2)"
+        )
+    return "\n".join(lines)
 
 
 def format_sharpness(rows):

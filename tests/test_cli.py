@@ -874,7 +874,8 @@ def test_sharpness_analyses_read_soft_alignments_and_memory_slots(trained, toy_d
         assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
     data = str(toy_data_bin / "data-bin")
     slots = run_cli(analysis + ["memory-slots", "--path", str(ckpt), "--data", data], cwd=REPO).stdout
-    header, _, row = slots.splitlines()
+    header, _, row, gates = slots.splitlines()  # the toy model's encoder scores are sigmoid gates
+    assert gates.startswith("# sigmoid gates before normalisation: mean 0.")
     memory_size = int(re.search(r"K = (\d+)", header)[1])
     sentences = int(re.search(r"(\d+) test sentences", header)[1])
     assert row.split("\t")[:2] == ["slots", str(memory_size * sentences)]

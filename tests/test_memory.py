@@ -166,6 +166,19 @@ def test_sharpness_hand_values():
     assert sharp == pytest.approx(2 / 4)
 
 
+def test_gate_statistics_hand_values():
+    """Two slots, gates (0.95, 0.05) and (0.5, 0.5, 0.6): 5 gates, one above 0.9, one below 0.1,
+    two of them (0.95, 0.6) above 0.5 (exactly 0.5 is not); effective positions 1 / sum p^2 of
+    the normalised gates: (0.95, 0.05) -> 1 / 0.905 = 1.105, (0.5, 0.5, 0.6) -> 1.6^2 / 0.86."""
+    from fairseq_vision_attn.analysis import gate_statistics
+
+    mean, low, high, opened, positions, effective = gate_statistics([[0.95, 0.05], [0.5, 0.5, 0.6]])
+    assert mean == pytest.approx(2.6 / 5)
+    assert (low, high) == (pytest.approx(0.2), pytest.approx(0.2))
+    assert opened == pytest.approx(2 / 2) and positions == pytest.approx(5 / 2)
+    assert effective == pytest.approx((1 / (0.95**2 + 0.05**2) + 1.6**2 / 0.86) / 2)
+
+
 def test_memory_slot_distributions_read_real_positions_only():
     """Each slot's column over the sentence's own positions: padding is dropped, K lists per
     sentence, and under --memory-normalize time each one sums to 1 (Britz's C_k an attention)."""

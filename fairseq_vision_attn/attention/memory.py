@@ -119,11 +119,17 @@ class MemoryAttention(Attention):
             "attention over the source; default) or over the K slots (Eq. 5 as written)",
         )
 
-    def encoder_weights(self, keys_in: Tensor, src_pad: Tensor) -> Tensor:
-        """alpha: batch x src_len x K (Eqs. 5, 9), zero on padding."""
+    def encoder_scores(self, keys_in: Tensor, src_pad: Tensor) -> Tensor:
+        """W_alpha s_t, times the position encodings when they are on (Eq. 9): batch x src_len x K,
+        before f_enc."""
         scores = self.encoder_proj(keys_in)  # batch x S x K
         if self.use_position_encoding:
             scores = scores * position_encoding(src_pad, self.memory_size).to(scores.dtype)
+        return scores
+
+    def encoder_weights(self, keys_in: Tensor, src_pad: Tensor) -> Tensor:
+        """alpha: batch x src_len x K (Eqs. 5, 9), zero on padding."""
+        scores = self.encoder_scores(keys_in, src_pad)
         pad = src_pad.unsqueeze(-1)  # batch x S x 1
         if self.encoder_score == "softmax":
             if self.normalize == "time":
