@@ -51,7 +51,7 @@ soft alignments ``fairseq-generate --print-alignment soft`` prints (``A-`` lines
 distribution per output step: global attention's weights, memory attention's alpha . beta);
 ``memory-slots`` runs a memory model's encoder over a subset and reads each slot's weights over
 the sentence's positions (alpha's columns under ``--memory-normalize time``): a memory whose
-slots are flat can only mix blurred contexts, however the decoder weighs them.
+slots each blend several positions can only mix blended contexts, however the decoder weighs them.
 """
 
 import argparse
