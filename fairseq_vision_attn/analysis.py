@@ -9,6 +9,8 @@ attention's threshold can cut the window on a corpus.
         [--subset valid] [--noise-vars 0 4] [--monotonic-stop energy]
     python -m fairseq_vision_attn.analysis alignment-sharpness --generate GEN [GEN ...]
     python -m fairseq_vision_attn.analysis memory-slots --path CKPT --data DATA_BIN [--subset test]
+    python -m fairseq_vision_attn.analysis bleu-by-length --generate NAME=GEN [NAME=GEN ...] \\
+        [--edges 20 40 60 80] [--tokenize none]
 
 **temperature-by-word** (Lin et al. 2018, sec. 4.2 / Fig. 2).
 
@@ -52,6 +54,11 @@ distribution per output step: global attention's weights, memory attention's alp
 ``memory-slots`` runs a memory model's encoder over a subset and reads each slot's weights over
 the sentence's positions (alpha's columns under ``--memory-normalize time``): a memory whose
 slots each blend several positions can only mix blended contexts, however the decoder weighs them.
+
+**bleu-by-length** (Britz et al. 2017, sec. 4.1 / Fig. 3b). Where a fixed-size memory loses
+its BLEU: corpus BLEU of the sentences in each source-length bucket (source tokens of the
+``S-`` line; ``--edges`` 20 40 gives 1-20, 21-40 and 41 and longer), one column per
+fairseq-generate output, decoded on the same subset.
 """
 
 import argparse
@@ -379,6 +386,71 @@ def run_memory_slots(args):
     return "\n".join(lines)
 
 
+def length_buckets(edges):
+    """[(low, high)] source-length buckets from increasing positive edges: 20 40 -> (1, 20),
+    (21, 40), (41, None); None is unbounded."""
+    bounds = [0, *edges]
+    return [(lo + 1, hi) for lo, hi in zip(bounds, bounds[1:])] + [(bounds[-1] + 1, None)]
+
+
+def bleu_by_length(path, edges, tokenize="none"):
+    """[(sentences, corpus BLEU or None when the bucket is empty)] per bucket of
+    :func:`length_buckets`, over a fairseq-generate output's sentences (source length: tokens of
+    the ``S-`` line)."""
+    import sacrebleu
+
+    from .errors import VisionAttnError
+    from .report import parse_generate_output
+
+    lines = parse_generate_output(path)
+    sources, hyps, refs = lines.get("S", {}), lines.get("D", {}), lines.get("T", {})
+    if not hyps:
+        raise VisionAttnError(f"{path} has no D- lines: give fairseq-generate's output")
+    missing = [i for i in hyps if i not in sources or i not in refs]
+    if missing:
+        raise VisionAttnError(f"{path}: no S- or T- line for sentence ids {sorted(missing)[:5]}")
+    rows = []
+    for lo, hi in length_buckets(edges):
+        ids = [
+            i
+            for i in sorted(hyps)
+            if lo <= len(sources[i][0].split()) and (hi is None or len(sources[i][0].split()) <= hi)
+        ]
+        if not ids:
+            rows.append((0, None))
+            continue
+        bucket_hyps = [hyps[i][1] if len(hyps[i]) > 1 else "" for i in ids]
+        bucket_refs = [refs[i][0] if refs[i] else "" for i in ids]
+        rows.append((len(ids), sacrebleu.corpus_bleu(bucket_hyps, [bucket_refs], tokenize=tokenize).score))
+    return rows
+
+
+def format_bleu_by_length(systems, edges, tokenize):
+    """One row per bucket: its source lengths, sentences, and each system's BLEU (- when empty)."""
+    lines = [f"# corpus BLEU per source-length bucket (sacrebleu, tokenize {tokenize})"]
+    lines.append("\t".join(["source length", "sentences", *(name for name, _ in systems)]))
+    buckets = length_buckets(edges)
+    for b, (lo, hi) in enumerate(buckets):
+        counts = {rows[b][0] for _, rows in systems}
+        if len(counts) > 1:
+            from .errors import VisionAttnError
+
+            raise VisionAttnError(
+                f"bucket {lo}-{hi or ''}: the outputs hold {sorted(counts)} sentences; decode the same subset"
+            )
+        cells = ["-" if rows[b][1] is None else f"{rows[b][1]:.2f}" for _, rows in systems]
+        lines.append("\t".join([f"{lo}-{hi}" if hi else f"{lo}+", str(counts.pop()), *cells]))
+    return "\n".join(lines)
+
+
+def increasing_edges(edges):
+    from .errors import VisionAttnError
+
+    if any(e <= 0 for e in edges) or any(a >= b for a, b in zip(edges, edges[1:])):
+        raise VisionAttnError(f"--edges {' '.join(map(str, edges))}: give increasing positive lengths")
+    return edges
+
+
 def format_sharpness(rows):
     lines = ["distributions\tcount\tmean peak weight\tnormalised entropy\tshare peak > 0.5"]
     for label, (count, peak, entropy, sharp) in rows:
@@ -443,6 +515,23 @@ def get_parser():
     slots.add_argument("--data", required=True, help="the binarized data directory")
     slots.add_argument("--subset", default="test", help="default: test")
     slots.add_argument("--max-tokens", type=int, default=4000, metavar="N")
+    by_length = sub.add_parser("bleu-by-length", help="corpus BLEU per source-length bucket")
+    by_length.add_argument(
+        "--generate",
+        required=True,
+        nargs="+",
+        metavar="NAME=GEN",
+        help="fairseq-generate outputs of one subset (NAME= optional; split at the last '=')",
+    )
+    by_length.add_argument(
+        "--edges",
+        type=int,
+        nargs="+",
+        default=[20, 40, 60, 80],
+        metavar="N",
+        help="upper source lengths of the buckets but the last (default: 20 40 60 80)",
+    )
+    by_length.add_argument("--tokenize", default="none", help="sacrebleu tokenizer (default: none)")
     return parser
 
 
@@ -455,6 +544,15 @@ def main(argv=None):
         return 0
     if args.command == "memory-slots":
         print(run_memory_slots(args))
+        return 0
+    if args.command == "bleu-by-length":
+        edges = increasing_edges(args.edges)
+        systems = []
+        for spec in args.generate:
+            name, sep, path = spec.rpartition("=")
+            name, path = (name, path) if sep else (spec, spec)
+            systems.append((name, bleu_by_length(path, edges, args.tokenize)))
+        print(format_bleu_by_length(systems, edges, args.tokenize))
         return 0
     if args.command == "alignment-sharpness":
         print(format_sharpness([(path, sharpness(read_soft_alignments(path))) for path in args.generate]))

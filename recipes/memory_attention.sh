@@ -3,18 +3,21 @@
 #   bash recipes/memory_attention.sh [REAL_DATA_DIR] [OUT_DIR]
 # Stage "toy" (Table 1 and Fig. 3a): the copy task with vocabulary 20 and random lengths up to L
 # for L in LENGTHS; lstm_noattn, lstm_memory for K in SIZES, lstm_global (and K=NORM_K with
-# --memory-normalize slots, the paper's literal Eq. 5); BLEU and fairseq-generate seconds on the
-# validation set (beam BEAM), one table ($OUT/memory_table.tsv); validation-BLEU training curves
-# for L=CURVE_LENGTH ($OUT/memory_fig3a.png); alpha.beta heatmaps for a few validation sentences.
+# --memory-normalize slots, the paper's literal Eq. 5; K=SOFTMAX_K with --memory-encoder-score
+# softmax, each slot a softmax over the positions instead of sigmoid gates); BLEU and
+# fairseq-generate seconds on the validation set (beam BEAM), one table ($OUT/memory_table.tsv);
+# validation-BLEU training curves for L=CURVE_LENGTH ($OUT/memory_fig3a.png); alpha.beta heatmaps
+# for a few validation sentences.
 # Stage "real": on small_parallel_enja (REAL_DATA_DIR), lstm_memory K=32/64 with and without
 # position encodings against lstm_global ($OUT/memory_real.tsv).
 # Environment: STAGES ("toy real"), LENGTHS ("10 50 100"; the paper adds 200), SIZES ("1 4 16 32
-# 64"), NORM_K (16; empty: no slots-normalised system), BASELINES ("noattn global"), TRAIN (20000;
-# paper 100000), VALID (1000), EPOCHS (10), BATCH (16; paper 128), LR (0.001; paper 0.0001),
+# 64"), NORM_K (16; empty: no slots-normalised system), SOFTMAX_K (empty: no softmax-slot
+# system), BASELINES ("noattn global"), TRAIN (20000; paper 100000), VALID (1000), EPOCHS (10),
+# BATCH (16; paper 128), LR (0.001; paper 0.0001),
 # PARAM_INIT (0.1, --param-init of every run; 0 = PyTorch's defaults, which docs/results.md's
 # length-10/50 rows and En-Ja table used), DIM (128), LAYERS (1; paper 2x256), BEAM (10),
 # CURVE_LENGTH (50), ALIGN_K (16: the K of the heatmaps), ALIGN_IDS ("0 1 2": validation sentences
-# drawn), REAL_EPOCHS (8). Empty LENGTHS, SIZES, NORM_K or BASELINES mean none.
+# drawn), REAL_EPOCHS (8). Empty LENGTHS, SIZES, NORM_K, SOFTMAX_K or BASELINES mean none.
 # On a CPU a batch of 16 learns the copy task much faster per second than the paper's 128: 8x the
 # updates per epoch for 1.7x the time per epoch (docs/results.md, toy copy section).
 # DEVICE (auto: the GPU when there is one; cpu, cuda).
@@ -28,6 +31,7 @@ STAGES=${STAGES:-"toy real"}
 LENGTHS=${LENGTHS-"10 50 100"}
 SIZES=${SIZES-"1 4 16 32 64"}
 NORM_K=${NORM_K-16}
+SOFTMAX_K=${SOFTMAX_K-}
 BASELINES=${BASELINES-"noattn global"}
 TRAIN=${TRAIN:-20000}
 VALID=${VALID:-1000}
@@ -44,8 +48,8 @@ ALIGN_IDS=${ALIGN_IDS:-"0 1 2"}
 for b in $BASELINES; do
   [[ $b == noattn || $b == global ]] || { echo "BASELINES: '$b' is not one of: noattn, global" >&2; exit 2; }
 done
-for k in $SIZES $NORM_K; do
-  [[ $k =~ ^[1-9][0-9]*$ ]] || { echo "SIZES / NORM_K: '$k' is not a positive integer (the memory size K)" >&2; exit 2; }
+for k in $SIZES $NORM_K $SOFTMAX_K; do
+  [[ $k =~ ^[1-9][0-9]*$ ]] || { echo "SIZES / NORM_K / SOFTMAX_K: '$k' is not a positive integer (the memory size K)" >&2; exit 2; }
 done
 mkdir -p "$OUT"
 
@@ -100,6 +104,8 @@ if [[ " $STAGES " == *" toy "* ]]; then
     for b in $BASELINES; do systems+=("lstm_$b:$b:"); done
     for k in $SIZES; do systems+=("lstm_memory:memory_K$k:--memory-size $k"); done
     [ -z "$NORM_K" ] || systems+=("lstm_memory:memory_K${NORM_K}_slots:--memory-size $NORM_K --memory-normalize slots")
+    [ -z "$SOFTMAX_K" ] \
+      || systems+=("lstm_memory:memory_K${SOFTMAX_K}_softmax:--memory-size $SOFTMAX_K --memory-encoder-score softmax")
     for spec in "${systems[@]}"; do
       IFS=: read -r arch name flags <<< "$spec"
       # shellcheck disable=SC2086

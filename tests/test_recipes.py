@@ -34,8 +34,9 @@ def run_recipe(script, args, env_extra, cwd=None):
     "env_extra, message",
     [
         ({"BASELINES": "noattn lstm_global"}, "BASELINES: 'lstm_global' is not one of: noattn, global"),
-        ({"SIZES": "16 0"}, "SIZES / NORM_K: '0' is not a positive integer"),
-        ({"NORM_K": "x"}, "SIZES / NORM_K: 'x' is not a positive integer"),
+        ({"SIZES": "16 0"}, "SIZES / NORM_K / SOFTMAX_K: '0' is not a positive integer"),
+        ({"NORM_K": "x"}, "SIZES / NORM_K / SOFTMAX_K: 'x' is not a positive integer"),
+        ({"SOFTMAX_K": "-4"}, "SIZES / NORM_K / SOFTMAX_K: '-4' is not a positive integer"),
     ],
 )
 def test_memory_recipe_refuses_bad_settings(tmp_path, env_extra, message):

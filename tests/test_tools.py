@@ -221,6 +221,63 @@ def test_window_bound_hand_values(tmp_path, capsys):
         analysis.main(["window-bound", "--stats", str(plain)])
 
 
+def _generate_file(path, rows):
+    """fairseq-generate's S-/T-/H-/D- lines for (id, source, reference, hypothesis) rows."""
+    lines = []
+    for i, src, ref, hyp in rows:
+        lines += [f"S-{i}\t{src}", f"T-{i}\t{ref}", f"H-{i}\t-0.5\t{hyp}", f"D-{i}\t-0.5\t{hyp}"]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_bleu_by_length_scores_each_bucket_apart(tmp_path, capsys):
+    """analysis bleu-by-length: each bucket's BLEU is sacrebleu's corpus BLEU of exactly the
+    sentences whose source length falls in it (chosen here by hand), an empty bucket is '-', and
+    outputs of different subsets or non-increasing edges are refused with one line."""
+    import sacrebleu
+
+    from fairseq_vision_attn import analysis
+
+    rows = [
+        (0, "a b", "a b", "a b"),  # length 2
+        (1, "c d e", "c d e", "c e d"),  # 3
+        (2, "a b c d e", "a b c d e", "a b c d e"),  # 5
+        (3, "a b c d e f g", "a b c d e f g", "a b c d x f g"),  # 7
+        (4, "g f e d c b a", "g f e d c b a", "g f e"),  # 7
+    ]
+    gen = tmp_path / "gen.txt"
+    _generate_file(gen, rows)
+
+    def oracle(ids):
+        return sacrebleu.corpus_bleu([rows[i][3] for i in ids], [[rows[i][2] for i in ids]]).score
+
+    buckets = analysis.bleu_by_length(str(gen), [3, 4, 5])
+    assert [n for n, _ in buckets] == [2, 0, 1, 2]
+    assert buckets[1][1] is None
+    for (_, bleu), ids in zip([buckets[0], buckets[2], buckets[3]], [[0, 1], [2], [3, 4]]):
+        assert bleu == pytest.approx(oracle(ids))
+    assert buckets[2][1] == pytest.approx(100.0)
+
+    perfect = tmp_path / "perfect.txt"
+    _generate_file(perfect, [(i, src, ref, ref) for i, src, ref, _ in rows])
+    analysis.main(["bleu-by-length", "--generate", f"mem={gen}", f"copy={perfect}", "--edges", "3", "4", "5"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split("\t") == ["source length", "sentences", "mem", "copy"]
+    assert out[3].split("\t") == ["4-4", "0", "-", "-"]
+    assert out[5].split("\t") == ["6+", "2", f"{oracle([3, 4]):.2f}", "100.00"]
+
+    other = tmp_path / "other.txt"
+    _generate_file(other, rows[:3])
+    for argv, message in [
+        (["--generate", str(gen), str(other)], "decode the same subset"),
+        (["--generate", str(gen), "--edges", "40", "20"], "--edges 40 20: give increasing positive lengths"),
+        (["--generate", str(tmp_path / "none.txt")], "none.txt"),
+    ]:
+        with pytest.raises(SystemExit):
+            analysis.main(["bleu-by-length", *argv])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+
+
 def test_latency_plot_reads_the_report_table(tmp_path):
     """plots latency takes report.py's table: family from the name prefix, offline as a line."""
     from fairseq_vision_attn import plots
