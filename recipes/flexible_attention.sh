@@ -3,15 +3,21 @@
 #   bash recipes/flexible_attention.sh [DATA_DIR] [OUT_DIR]
 # DATA_DIR: the corpus's raw files (train/dev/test.{en,ja}); downloaded when it does not exist.
 # 1. train lstm_global, lstm_local (D=10) and lstm_flexible (sigma=1.5) with beta = 0;
-# 2. fine-tune lstm_flexible one epoch with --gt-regularizer-weight 0.1 (Eq. 9);
-# 3. pick tau on dev from (0.8 1.0 1.2 1.4 1.6): the smallest whose dev BLEU is at most 0.5 below
+# 2. fine-tune lstm_flexible one epoch with --gt-regularizer-weight 0.1 (Eq. 9) at lr 1.25e-4;
+# 3. pick tau on dev from TAUS: the smallest whose dev BLEU is at most 0.5 below
 #    that of the plain flexible model with tau=inf (the paper's reference, sec. 5.3, for both the
 #    plain and the fine-tuned model);
 # 4. Table 1 on test (window, BLEU) for global, local, flexible inf, flexible tau*, fine-tuned tau*;
 # 5. the Fig. 3 sweep of tau on dev and test with the fine-tuned model, and its plot;
 # 6. vision-span plots (Fig. 1b) for a few test sentences.
 # Environment: EPOCHS (8), BEAM (5; the paper uses 20), SENTENCES ("1 2 3" for the span plots),
-# FIG3_SUBSETS ("valid test"), DEVICE (auto: the GPU when there is one; cpu, cuda).
+# FIG3_SUBSETS ("valid test"), DEVICE (auto: the GPU when there is one; cpu, cuda),
+# TAUS (the dev grid of step 3: "0.3 0.5 0.8 1.0 1.2 1.4 1.6"; the paper's is 0.8-1.6),
+# FT_BETA (0.1), FT_LR (0.000125: a converged model's last rate under the plateau rule; at the
+# training rate 0.001 a fresh Adam lost 3 dev BLEU, docs/results.md) and FT_EPOCHS (1): step 2,
+# MODELS (a directory of systems trained by recipes/queue.sh under the plateau rule, named as in
+# recipes/claims/enja_1.queue: global_s1, local_s1, flexible_s1): step 1 trains nothing and uses
+# their best checkpoints; a Table 1 row whose system the queue has not finished is left out.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 DATA=$(arg_path "${1:-}" "$ROOT/../shared/data/small_parallel_enja")
@@ -19,16 +25,37 @@ OUT=$(arg_path "${2:-}" "$ROOT/outputs/flexible_enja")
 cd "$ROOT"
 BEAM=${BEAM:-5}
 SENTENCES=${SENTENCES:-"1 2 3"}
+TAUS=${TAUS:-"0.3 0.5 0.8 1.0 1.2 1.4 1.6"}
+FT_BETA=${FT_BETA:-0.1}; FT_LR=${FT_LR:-0.000125}; FT_EPOCHS=${FT_EPOCHS:-1}
+for tau in $TAUS; do
+  [[ $tau =~ ^[0-9]*\.?[0-9]+$ ]] || usage_error "TAUS: '$tau' is not a positive number"
+done
+[[ $FT_EPOCHS =~ ^[1-9][0-9]*$ ]] || usage_error "FT_EPOCHS: '$FT_EPOCHS' is not a positive integer"
+# ckpt SYSTEM: its best checkpoint (SYSTEM: lstm_global, lstm_local, lstm_flexible, lstm_flexible_ft)
+ckpt() {
+  if [ -n "${MODELS:-}" ] && [ "$1" != lstm_flexible_ft ]; then
+    echo "$MODELS/${1#lstm_}_s1/checkpoints/checkpoint_best.pt"
+  else
+    echo "$OUT/$1/checkpoints/checkpoint_best.pt"
+  fi
+}
+if [ -n "${MODELS:-}" ]; then
+  MODELS=$(arg_path "$MODELS" "")
+  [ -f "$(ckpt lstm_flexible)" ] \
+    || usage_error "MODELS: $(ckpt lstm_flexible) does not exist (train flexible_s1 with recipes/queue.sh)"
+fi
 BIN=$OUT/data-bin
 [ -f "$BIN/dict.en.txt" ] || bash recipes/prepare_data.sh enja "$DATA" "$OUT"
 
-bash recipes/train.sh lstm_global "$BIN" "$OUT/lstm_global"
-bash recipes/train.sh lstm_local "$BIN" "$OUT/lstm_local" --local-window-d 10
-bash recipes/train.sh lstm_flexible "$BIN" "$OUT/lstm_flexible" --flex-sigma 1.5
-# fine-tuning: one more epoch from the trained model, beta = 0.1
-EPOCHS=1 bash recipes/train.sh lstm_flexible "$BIN" "$OUT/lstm_flexible_ft" --flex-sigma 1.5 \
-  --finetune-from-model "$OUT/lstm_flexible/checkpoints/checkpoint_best.pt" \
-  --criterion flexible_attention_cross_entropy --gt-regularizer-weight 0.1
+if [ -z "${MODELS:-}" ]; then
+  bash recipes/train.sh lstm_global "$BIN" "$OUT/lstm_global"
+  bash recipes/train.sh lstm_local "$BIN" "$OUT/lstm_local" --local-window-d 10
+  bash recipes/train.sh lstm_flexible "$BIN" "$OUT/lstm_flexible" --flex-sigma 1.5
+fi
+# fine-tuning: FT_EPOCHS more epochs from the trained model with the g(t) regularizer (Eq. 9)
+EPOCHS=$FT_EPOCHS bash recipes/train.sh lstm_flexible "$BIN" "$OUT/lstm_flexible_ft" --flex-sigma 1.5 \
+  --finetune-from-model "$(ckpt lstm_flexible)" --lr "$FT_LR" \
+  --criterion flexible_attention_cross_entropy --gt-regularizer-weight "$FT_BETA"
 
 # decode LABEL CHECKPOINT SUBSET TAU: writes $OUT/decode/<slug>.{txt,jsonl,log},
 # prints "LABEL<TAB>window<TAB>BLEU"
@@ -43,20 +70,19 @@ decode() {
     --stats-output "$f.jsonl" > "$f.txt" 2> "$f.log" || fail "decoding $1 failed: $(explain "$f.log") (log: $f.log)"
   python -m fairseq_vision_attn.report --points "$1=$f.txt:$f.jsonl"
 }
-ckpt() { echo "$OUT/$1/checkpoints/checkpoint_best.pt"; }
 
 # pick_tau MODEL [REFERENCE_BLEU]: dev sweep; prints the smallest tau whose dev BLEU is at most 0.5
 # below REFERENCE_BLEU (default: MODEL's own tau=inf dev BLEU), or inf when none is
 pick_tau() {
   local model=$1 rows="$OUT/dev_sweep.$1.tsv"
   decode "$model.dev.inf" "$(ckpt "$model")" valid inf > "$rows"
-  for tau in 0.8 1.0 1.2 1.4 1.6; do decode "$model.dev.$tau" "$(ckpt "$model")" valid "$tau" >> "$rows"; done
+  for tau in $TAUS; do decode "$model.dev.$tau" "$(ckpt "$model")" valid "$tau" >> "$rows"; done
   python - "$rows" "${2:-}" <<'PY'
 import sys
 rows = [line.split("\t") for line in open(sys.argv[1]).read().splitlines()]
 reference = float(sys.argv[2] or rows[0][2])
-ok = [r for r in rows[1:] if float(r[2]) >= reference - 0.5]
-print(ok[0][0].rsplit(".dev.", 1)[1] if ok else "inf")
+taus = [r[0].rsplit(".dev.", 1)[1] for r in rows[1:] if float(r[2]) >= reference - 0.5]
+print(min(taus, key=float) if taus else "inf")
 PY
 }
 tau=$(pick_tau lstm_flexible)
@@ -68,8 +94,11 @@ say "chosen thresholds (dev): flexible tau* = $tau, fine-tuned tau* = $tau_ft"
 table=$OUT/table1.tsv
 {
   echo -e "# system\twindow\tBLEU (test, sacrebleu -tok none, beam $BEAM)"
-  decode global "$(ckpt lstm_global)" test inf
-  decode local "$(ckpt lstm_local)" test inf
+  for system in global local; do
+    if [ -z "${MODELS:-}" ] || [ -f "$MODELS/${system}_s1/done" ]; then
+      decode "$system" "$(ckpt "lstm_$system")" test inf
+    else say "MODELS has no finished ${system}_s1 (no done marker): its Table 1 row is left out"; fi
+  done
   decode "flexible(tau=inf)" "$(ckpt lstm_flexible)" test inf
   decode "flexible(tau=$tau)" "$(ckpt lstm_flexible)" test "$tau"
   decode "+fine-tuning(tau=$tau_ft)" "$(ckpt lstm_flexible_ft)" test "$tau_ft"

@@ -30,38 +30,55 @@ def run_recipe(script, args, env_extra, cwd=None):
     )
 
 
-@pytest.mark.parametrize(
-    "env_extra, message",
-    [
-        ({"BASELINES": "noattn lstm_global"}, "BASELINES: 'lstm_global' is not one of: noattn, global"),
-        ({"SIZES": "16 0"}, "SIZES / NORM_K / SOFTMAX_K: '0' is not a positive integer"),
-        ({"NORM_K": "x"}, "SIZES / NORM_K / SOFTMAX_K: 'x' is not a positive integer"),
-        ({"SOFTMAX_K": "-4"}, "SIZES / NORM_K / SOFTMAX_K: '-4' is not a positive integer"),
-    ],
-)
-def test_memory_recipe_refuses_bad_settings(tmp_path, env_extra, message):
-    out = tmp_path / "out"
-    result = run_recipe(
-        "memory_attention.sh", [str(tmp_path / "no_data"), str(out)], {"STAGES": "toy", **env_extra}
-    )
-    assert result.returncode == 2
-    assert message in result.stderr
-    assert not out.exists()
+MEMORY_TOY = {"STAGES": "toy"}
 
 
 @pytest.mark.parametrize(
-    "env_extra, message",
+    "script, env_extra, message",
     [
-        ({"TEST_WAITK": "2 -1"}, "TEST_WAITK / TEST_WAITK_FROM: '-1' is not a positive integer"),
         (
+            "memory_attention.sh",
+            {**MEMORY_TOY, "BASELINES": "noattn lstm_global"},
+            "BASELINES: 'lstm_global' is not one of: noattn, global",
+        ),
+        (
+            "memory_attention.sh",
+            {**MEMORY_TOY, "SIZES": "16 0"},
+            "SIZES / NORM_K / SOFTMAX_K: '0' is not a positive integer",
+        ),
+        (
+            "memory_attention.sh",
+            {**MEMORY_TOY, "NORM_K": "x"},
+            "SIZES / NORM_K / SOFTMAX_K: 'x' is not a positive integer",
+        ),
+        (
+            "memory_attention.sh",
+            {**MEMORY_TOY, "SOFTMAX_K": "-4"},
+            "SIZES / NORM_K / SOFTMAX_K: '-4' is not a positive integer",
+        ),
+        (
+            "simultaneous.sh",
+            {"TEST_WAITK": "2 -1"},
+            "TEST_WAITK / TEST_WAITK_FROM: '-1' is not a positive integer",
+        ),
+        (
+            "simultaneous.sh",
             {"TEST_WAITK": "2", "TEST_WAITK_FROM": "4", "WAITK": "3"},
             'TEST_WAITK_FROM=4: WAITK="3" trains no wait-k model with k = 4',
         ),
+        ("flexible_attention.sh", {"TAUS": "0.5 x"}, "TAUS: 'x' is not a positive number"),
+        ("flexible_attention.sh", {"FT_EPOCHS": "0"}, "FT_EPOCHS: '0' is not a positive integer"),
+        (
+            "flexible_attention.sh",
+            {"MODELS": "no_models"},
+            "no_models/flexible_s1/checkpoints/checkpoint_best.pt does not exist",
+        ),
     ],
 )
-def test_simultaneous_recipe_refuses_bad_settings(tmp_path, env_extra, message):
+def test_recipes_refuse_bad_settings(tmp_path, script, env_extra, message):
+    """A bad setting stops a recipe with exit 2 and one line naming it, before it writes anything."""
     out = tmp_path / "out"
-    result = run_recipe("simultaneous.sh", [str(tmp_path / "no_data"), str(out)], env_extra)
+    result = run_recipe(script, [str(tmp_path / "no_data"), str(out)], env_extra)
     assert result.returncode == 2
     assert message in result.stderr
     assert not out.exists()
