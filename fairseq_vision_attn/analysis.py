@@ -68,7 +68,7 @@ import sys
 from collections import defaultdict
 
 from .attention.monotonic import STOP_RULES
-from .errors import non_negative_float, one_line_errors, positive_float
+from .errors import VisionAttnError, non_negative_float, one_line_errors, positive_float
 from .plots import read_sentences, read_stats
 
 
@@ -248,8 +248,6 @@ def load_subset(args):
     --subset and --max-tokens; a missing checkpoint is a one-line error."""
     from fairseq import checkpoint_utils
 
-    from .errors import VisionAttnError
-
     if not os.path.isfile(args.path):
         raise VisionAttnError(f"--path {args.path}: no such checkpoint")
     models, _, task = checkpoint_utils.load_model_ensemble_and_task(
@@ -262,8 +260,6 @@ def load_subset(args):
 
 
 def run_monotonic_mismatch(args):
-    from .errors import VisionAttnError
-
     model, task, sentences, batches = load_subset(args)
     try:
         pad = task.target_dictionary.pad()
@@ -302,7 +298,6 @@ def sharpness(distributions):
 def read_soft_alignments(gen_path):
     """Every output step's distribution over source positions from the ``A-`` lines of
     ``fairseq-generate --print-alignment soft`` (steps separated by spaces, positions by commas)."""
-    from .errors import VisionAttnError
     from .report import parse_generate_output
 
     steps = []
@@ -352,7 +347,6 @@ def run_memory_slots(args):
     import torch
 
     from .attention.memory import MemoryAttention
-    from .errors import VisionAttnError
 
     model, _, sentences, batches = load_subset(args)
     model.eval()
@@ -399,7 +393,6 @@ def bleu_by_length(path, edges, tokenize="none"):
     the ``S-`` line)."""
     import sacrebleu
 
-    from .errors import VisionAttnError
     from .report import parse_generate_output
 
     lines = parse_generate_output(path)
@@ -409,13 +402,10 @@ def bleu_by_length(path, edges, tokenize="none"):
     missing = [i for i in hyps if i not in sources or i not in refs]
     if missing:
         raise VisionAttnError(f"{path}: no S- or T- line for sentence ids {sorted(missing)[:5]}")
+    lengths = {i: len(sources[i][0].split()) for i in hyps}
     rows = []
     for lo, hi in length_buckets(edges):
-        ids = [
-            i
-            for i in sorted(hyps)
-            if lo <= len(sources[i][0].split()) and (hi is None or len(sources[i][0].split()) <= hi)
-        ]
+        ids = [i for i in sorted(hyps) if lo <= lengths[i] and (hi is None or lengths[i] <= hi)]
         if not ids:
             rows.append((0, None))
             continue
@@ -433,8 +423,6 @@ def format_bleu_by_length(systems, edges, tokenize):
     for b, (lo, hi) in enumerate(buckets):
         counts = {rows[b][0] for _, rows in systems}
         if len(counts) > 1:
-            from .errors import VisionAttnError
-
             raise VisionAttnError(
                 f"bucket {lo}-{hi or ''}: the outputs hold {sorted(counts)} sentences; decode the same subset"
             )
@@ -444,8 +432,6 @@ def format_bleu_by_length(systems, edges, tokenize):
 
 
 def increasing_edges(edges):
-    from .errors import VisionAttnError
-
     if any(e <= 0 for e in edges) or any(a >= b for a, b in zip(edges, edges[1:])):
         raise VisionAttnError(f"--edges {' '.join(map(str, edges))}: give increasing positive lengths")
     return edges
