@@ -2,14 +2,15 @@
 # Britz et al. (2017) fixed-size memory attention, CPU-sized.
 #   bash recipes/memory_attention.sh [REAL_DATA_DIR] [OUT_DIR]
 # Stage "toy" (Table 1 and Fig. 3a): the copy task with vocabulary 20 and random lengths up to L
-# for L in LENGTHS; lstm_noattn, lstm_memory for K in SIZES, lstm_global (and K=NORM_K with
-# --memory-normalize slots, the paper's literal Eq. 5; K=SOFTMAX_K with --memory-encoder-score
-# softmax, each slot a softmax over the positions instead of sigmoid gates); BLEU and
+# for L in LENGTHS; lstm_noattn, lstm_memory for K in SIZES with the paper's sigmoid encoder
+# scores (--memory-encoder-score sigmoid), lstm_global (and K=NORM_K with --memory-normalize
+# slots, the paper's literal Eq. 5; K=SOFTMAX_K with the package's default softmax encoder
+# scores, each slot a softmax over the positions instead of sigmoid gates); BLEU and
 # fairseq-generate seconds on the validation set (beam BEAM), one table ($OUT/memory_table.tsv);
 # validation-BLEU training curves for L=CURVE_LENGTH ($OUT/memory_fig3a.png); alpha.beta heatmaps
 # for a few validation sentences.
 # Stage "real": on small_parallel_enja (REAL_DATA_DIR), lstm_memory K=32/64 with and without
-# position encodings against lstm_global ($OUT/memory_real.tsv).
+# position encodings against lstm_global ($OUT/memory_real.tsv), default (softmax) encoder scores.
 # Environment: STAGES ("toy real"), LENGTHS ("10 50 100"; the paper adds 200), SIZES ("1 4 16 32
 # 64"), NORM_K (16; empty: no slots-normalised system), SOFTMAX_K (empty: no softmax-slot
 # system), BASELINES ("noattn global"), TRAIN (20000; paper 100000), VALID (1000), EPOCHS (10),
@@ -102,8 +103,9 @@ if [[ " $STAGES " == *" toy "* ]]; then
     fi
     systems=()
     for b in $BASELINES; do systems+=("lstm_$b:$b:"); done
-    for k in $SIZES; do systems+=("lstm_memory:memory_K$k:--memory-size $k"); done
-    [ -z "$NORM_K" ] || systems+=("lstm_memory:memory_K${NORM_K}_slots:--memory-size $NORM_K --memory-normalize slots")
+    for k in $SIZES; do systems+=("lstm_memory:memory_K$k:--memory-size $k --memory-encoder-score sigmoid"); done
+    [ -z "$NORM_K" ] \
+      || systems+=("lstm_memory:memory_K${NORM_K}_slots:--memory-size $NORM_K --memory-normalize slots --memory-encoder-score sigmoid")
     [ -z "$SOFTMAX_K" ] \
       || systems+=("lstm_memory:memory_K${SOFTMAX_K}_softmax:--memory-size $SOFTMAX_K --memory-encoder-score softmax")
     for spec in "${systems[@]}"; do

@@ -12,7 +12,11 @@ index only (:meth:`..models.lstm_attention.LSTMEncoder.reorder_encoder_out`) and
 state holds C, not the states (``tests/test_search.py`` counts the bytes a search step writes at
 |S| = 50 and 500). f_enc and f_dec are softmax or sigmoid (``--memory-encoder-score``,
 ``--memory-decoder-score``; Britz et al. found softmax/softmax worst, the other three about
-equal).
+equal). Default: softmax encoder scores, softmax decoder scores. With the default normalisation
+over time the encoder softmax makes each slot an attention of its own over the source, sharper
+than sigmoid gates (a gate cannot exceed 1); on En-Ja, K = 64 + PE, converged, it scored 38.51
+valid BLEU against the sigmoid gates' 36.90 (docs/results.md). The paper's worst pair took the
+softmax over the K slots (``--memory-normalize slots``), not over time.
 
 **Normalisation of alpha** (``--memory-normalize``), an ambiguity of the paper (SPEC sec. 4):
 
@@ -73,7 +77,7 @@ class MemoryAttention(Attention):
     def __init__(self, args, query_dim, key_dim, embed_dim):
         super().__init__(args, query_dim, key_dim, embed_dim)
         self.memory_size = getattr(args, "memory_size", None) or 32
-        self.encoder_score = getattr(args, "memory_encoder_score", None) or "sigmoid"
+        self.encoder_score = getattr(args, "memory_encoder_score", None) or "softmax"
         self.decoder_score = getattr(args, "memory_decoder_score", None) or "softmax"
         self.normalize = getattr(args, "memory_normalize", None) or "time"
         self.use_position_encoding = bool(getattr(args, "memory_position_encoding", False))
@@ -105,7 +109,9 @@ class MemoryAttention(Attention):
         parser.add_argument(
             "--memory-encoder-score",
             choices=SCORE_CHOICES,
-            help="memory attention: f_enc, softmax or sigmoid (default sigmoid)",
+            help="memory attention: f_enc, softmax or sigmoid (default softmax: with the default "
+            "normalisation over time each slot is an attention over the source; sigmoid gates, the "
+            "paper's setting, measured 1.6 valid BLEU lower on En-Ja)",
         )
         parser.add_argument(
             "--memory-decoder-score",

@@ -474,7 +474,7 @@ MECHANISM_FLAGS = {
     "flex_strength_bias": (("flexible",), -2.0),
     "memory_size": (("memory",), 32),
     "memory_position_encoding": (("memory",), False),
-    "memory_encoder_score": (("memory",), "sigmoid"),
+    "memory_encoder_score": (("memory",), "softmax"),
     "memory_decoder_score": (("memory",), "softmax"),
     "memory_normalize": (("memory",), "time"),
     "monotonic_noise_var": (_MONOTONIC, 4.0),
