@@ -332,3 +332,31 @@ def test_report_ribes_by_hand(tmp_path, capsys, monkeypatch):
     with pytest.raises(SystemExit) as exit_:
         report.main(["--ribes", f"sys={gen}"])
     assert exit_.value.code == 2 and "--ribes needs nltk" in capsys.readouterr().err
+
+
+def test_seeds_mean_and_sample_sd_by_hand(tmp_path, capsys):
+    """Rows BASE_sN from several tables are one system's seeds: 30, 32, 34 have mean 32 and sample
+    standard deviation sqrt(((-2)^2 + 0 + 2^2) / (3 - 1)) = 2; one seed has no deviation; a name
+    without _sN stands alone; a column one seed lacks is not averaged."""
+    from fairseq_vision_attn import seeds
+
+    first = tmp_path / "a.tsv"
+    first.write_text(
+        "system\tBLEU\tRIBES\nglobal_s1\t30.00\t80.00\nsact_s1\t31.00\t-\nfairseq_lstm\t29.5\t79\n"
+    )
+    second = tmp_path / "b.tsv"
+    second.write_text(
+        "system\tBLEU\tRIBES\nglobal_s2\t32.00\t81.00\nglobal_s13\t34.00\t85.00\nsact_s2\t33\t82\n"
+    )
+    seeds.main([str(first), str(second)])
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert rows[0] == ["system", "seeds", "BLEU", "BLEU_sd", "RIBES", "RIBES_sd"]
+    assert rows[1] == ["global", "1,2,13", "32.00", "2.00", "82.00", "2.65"]  # RIBES: 80, 81, 85
+    assert rows[2] == ["sact", "1,2", "32.00", "1.41", "-", "-"]
+    assert rows[3] == ["fairseq_lstm", "-", "29.50", "-", "79.00", "-"]
+    with pytest.raises(SystemExit) as exit_:
+        seeds.main([str(first), str(first)])
+    assert exit_.value.code == 2 and "global_s1 appears twice" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        seeds.main([str(first), "--columns", "DAL"])
+    assert exit_.value.code == 2 and "none of the columns DAL" in capsys.readouterr().err
