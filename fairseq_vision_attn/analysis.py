@@ -8,6 +8,8 @@ attention's threshold can cut the window on a corpus.
     python -m fairseq_vision_attn.analysis monotonic-mismatch --path CKPT --data DATA_BIN \\
         [--subset valid] [--noise-vars 0 4] [--monotonic-stop energy]
     python -m fairseq_vision_attn.analysis alignment-sharpness --generate GEN [GEN ...]
+    python -m fairseq_vision_attn.analysis alignment-by-word --generate GEN \\
+        --dict DATA_BIN/dict.TGT.txt [--function-words 50]
     python -m fairseq_vision_attn.analysis memory-slots --path CKPT --data DATA_BIN [--subset test]
     python -m fairseq_vision_attn.analysis bleu-by-length --generate NAME=GEN [NAME=GEN ...] \\
         [--edges 20 40 60 80] [--tokenize none]
@@ -54,6 +56,15 @@ distribution per output step: global attention's weights, memory attention's alp
 ``memory-slots`` runs a memory model's encoder over a subset and reads each slot's weights over
 the sentence's positions (alpha's columns under ``--memory-normalize time``): a memory whose
 slots each blend several positions can only mix blended contexts, however the decoder weighs them.
+
+**alignment-by-word** (Lin et al. 2018, Fig. 2, for any model). The same three figures,
+grouped by the word each output step emitted, as ``temperature-by-word`` groups SACT's
+temperature (function words: the ``--function-words`` most frequent target types; ``</s>``
+apart). It asks whether a model *without* a temperature already flattens its attention on
+function words and sharpens it on content words, which is what SACT's temperature is for:
+additive attention can, since its query moves the scores through tanh. Reads the ``H-`` and
+``A-`` lines of ``fairseq-generate --print-alignment soft`` (one distribution per output token,
+EOS included).
 
 **bleu-by-length** (Britz et al. 2017, sec. 4.1 / Fig. 3b). Where a fixed-size memory loses
 its BLEU: corpus BLEU of the sentences in each source-length bucket (source tokens of the
@@ -295,6 +306,36 @@ def sharpness(distributions):
     return count, peak / count, entropy / count, sharp / count
 
 
+def alignment_by_word(gen_path, function_types):
+    """{"function"|"content"|"</s>": [distributions]}: every output step's soft alignment (the
+    ``A-`` line) under the class of the token it emitted (the ``H-`` line, then EOS)."""
+    from .report import parse_generate_output
+
+    lines = parse_generate_output(gen_path)
+    hypotheses, alignments = lines.get("H", {}), lines.get("A", {})
+    if not alignments:
+        raise VisionAttnError(f"{gen_path} has no A- lines: decode with --print-alignment soft")
+    groups = defaultdict(list)
+    for i, fields in sorted(hypotheses.items()):
+        tokens = (fields[1].split() if len(fields) > 1 else []) + ["</s>"]
+        steps = (alignments.get(i) or [""])[0].split()
+        if len(steps) != len(tokens):
+            raise VisionAttnError(
+                f"{gen_path}: sentence {i} has {len(steps)} alignment steps for {len(tokens)} output "
+                "tokens (with EOS); decode with --print-alignment soft"
+            )
+        for token, step in zip(tokens, steps):
+            try:
+                weights = [float(w) for w in step.split(",")]
+            except ValueError:
+                raise VisionAttnError(
+                    f"{gen_path}: A- lines are hard alignments; decode with --print-alignment soft"
+                ) from None
+            group = "</s>" if token == "</s>" else ("function" if token in function_types else "content")
+            groups[group].append(weights)
+    return groups
+
+
 def read_soft_alignments(gen_path):
     """Every output step's distribution over source positions from the ``A-`` lines of
     ``fairseq-generate --print-alignment soft`` (steps separated by spaces, positions by commas)."""
@@ -496,6 +537,12 @@ def get_parser():
         metavar="GEN",
         help="fairseq-generate outputs with --print-alignment soft",
     )
+    by_word = sub.add_parser(
+        "alignment-by-word", help="how sharply a model attends on function vs content output words"
+    )
+    by_word.add_argument("--generate", required=True, help="fairseq-generate output, --print-alignment soft")
+    by_word.add_argument("--dict", required=True, help="the target dictionary (dict.TGT.txt)")
+    by_word.add_argument("--function-words", type=int, default=50, metavar="N")
     slots = sub.add_parser("memory-slots", help="memory attention: how sharply each slot reads the source")
     slots.add_argument("--path", required=True, help="an lstm_memory checkpoint")
     slots.add_argument("--data", required=True, help="the binarized data directory")
@@ -542,6 +589,13 @@ def main(argv=None):
         return 0
     if args.command == "alignment-sharpness":
         print(format_sharpness([(path, sharpness(read_soft_alignments(path))) for path in args.generate]))
+        return 0
+    if args.command == "alignment-by-word":
+        groups = alignment_by_word(args.generate, read_frequent_types(args.dict, args.function_words))
+        rows = [
+            (group, sharpness(groups[group])) for group in ("function", "content", "</s>") if group in groups
+        ]
+        print(format_sharpness(rows))
         return 0
     if args.command == "window-bound":
         stats = read_stats(args.stats)

@@ -72,6 +72,28 @@ def test_fixed_temperature_divides_the_scores():
     torch.testing.assert_close(out.extras["temperature"], torch.full((2,), 0.5))
 
 
+@pytest.mark.parametrize("temperature", [0.8, 1.2])
+def test_fixed_temperature_is_global_attention_with_v_divided_by_it(temperature):
+    """The additive score v^T tanh(W k + U q) is linear in v, so dividing it by a constant T is
+    global attention with v / T: a fixed temperature (Lin Fig. 1) adds no function, only a
+    different scale of v for the optimiser (docs/results.md, SACT section)."""
+    fixed = build_model("lstm_global", seed=6, attention_temperature="fixed", fixed_temperature=temperature)
+    plain = build_model("lstm_global", seed=7)
+    state = {
+        k.replace("decoder.attention.inner.", "decoder.attention."): v for k, v in fixed.state_dict().items()
+    }
+    state["decoder.attention.scorer.v.weight"] = state["decoder.attention.scorer.v.weight"] / temperature
+    plain.load_state_dict(state)
+    src, lengths, prev = random_batch(plain, LENGTHS)
+    logits_fixed, extra_fixed = forward(fixed, src, lengths, prev)
+    logits_plain, extra_plain = forward(plain, src, lengths, prev)
+    torch.testing.assert_close(extra_plain["attn"][0], extra_fixed["attn"][0])
+    torch.testing.assert_close(logits_plain, logits_fixed)
+    # and the temperature does change what the same weights attend to
+    untempered = forward(build_model("lstm_global", seed=6), src, lengths, prev)[1]["attn"][0]
+    assert (untempered - extra_fixed["attn"][0]).abs().max() > 1e-4
+
+
 def test_temperature_reaches_the_gradient():
     model = build_model("lstm_sact").train()
     src, lengths, prev = random_batch(model, LENGTHS)
@@ -252,3 +274,34 @@ def test_sact_linear_dropout_drops_inputs_in_training_only():
     module.train()
     torch.manual_seed(0)
     assert not torch.allclose(module(query, context), 4.0**beta)
+
+
+def test_alignment_by_word_hand_values(tmp_path, capsys):
+    """analysis alignment-by-word: each output step's soft alignment (A- line) under the class
+    of the H- token it emitted, EOS apart; hand values: 'the' (function) one-hot, 'cat' and
+    'sat' (content) uniform over 2 and peak 0.75, EOS peak 0.6."""
+    from fairseq_vision_attn import analysis
+
+    gen = tmp_path / "gen.txt"
+    gen.write_text(
+        "S-0\tx y\nH-0\t-0.1\tthe cat\nA-0\t1.0,0.0 0.5,0.5 0.4,0.6\n"
+        "S-1\tx y\nH-1\t-0.2\tsat\nA-1\t0.25,0.75 0.6,0.4\n"
+    )
+    groups = analysis.alignment_by_word(str(gen), {"the"})
+    assert groups["function"] == [[1.0, 0.0]]
+    assert groups["content"] == [[0.5, 0.5], [0.25, 0.75]]
+    assert groups["</s>"] == [[0.4, 0.6], [0.6, 0.4]]
+    dictionary = tmp_path / "dict.txt"
+    dictionary.write_text("the 10\ncat 3\nsat 2\n")
+    analysis.main(
+        ["alignment-by-word", "--generate", str(gen), "--dict", str(dictionary), "--function-words", "1"]
+    )
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert rows[1] == ["function", "1", "1.000", "0.000", "1.000"]
+    # content: peaks 0.5 and 0.75; entropies 1 and H(0.25, 0.75) / log 2 = 0.811; one peak > 0.5
+    assert rows[2] == ["content", "2", "0.625", "0.906", "0.500"]
+    assert rows[3][:3] == ["</s>", "2", "0.600"]
+    gen.write_text("S-0\tx y\nH-0\t-0.1\tthe cat\nA-0\t1.0,0.0 0.5,0.5\n")  # EOS's step missing
+    with pytest.raises(SystemExit) as exit_:
+        analysis.main(["alignment-by-word", "--generate", str(gen), "--dict", str(dictionary)])
+    assert exit_.value.code == 2 and "2 alignment steps for 3 output tokens" in capsys.readouterr().err
