@@ -106,6 +106,11 @@ def _mean_and_se(values):
     return mean, math.sqrt(var / n)
 
 
+def word_class(token, function_types):
+    """'</s>', 'function' (a type in ``function_types``) or 'content'."""
+    return "</s>" if token == "</s>" else ("function" if token in function_types else "content")
+
+
 def temperature_by_word(sentences, stats, function_types):
     """Group every output token's temperature by word class.
 
@@ -128,8 +133,7 @@ def temperature_by_word(sentences, stats, function_types):
         if len(temps) != len(tokens):
             raise SystemExit(f"sentence {i}: {len(temps)} temperatures for {len(tokens)} output tokens")
         for token, tau in zip(tokens, temps):
-            group = "</s>" if token == "</s>" else ("function" if token in function_types else "content")
-            groups[group].append(tau)
+            groups[word_class(token, function_types)].append(tau)
             per_type[token].append(tau)
     return groups, per_type
 
@@ -325,15 +329,18 @@ def alignment_by_word(gen_path, function_types):
                 "tokens (with EOS); decode with --print-alignment soft"
             )
         for token, step in zip(tokens, steps):
-            try:
-                weights = [float(w) for w in step.split(",")]
-            except ValueError:
-                raise VisionAttnError(
-                    f"{gen_path}: A- lines are hard alignments; decode with --print-alignment soft"
-                ) from None
-            group = "</s>" if token == "</s>" else ("function" if token in function_types else "content")
-            groups[group].append(weights)
+            groups[word_class(token, function_types)].append(soft_step(gen_path, step))
     return groups
+
+
+def soft_step(gen_path, step):
+    """One output step of a soft ``A-`` line ("0.1,0.9") as a list of weights."""
+    try:
+        return [float(w) for w in step.split(",")]
+    except ValueError:
+        raise VisionAttnError(
+            f"{gen_path}: A- lines are hard alignments; decode with --print-alignment soft"
+        ) from None
 
 
 def read_soft_alignments(gen_path):
@@ -343,13 +350,7 @@ def read_soft_alignments(gen_path):
 
     steps = []
     for fields in parse_generate_output(gen_path).get("A", {}).values():
-        for step in (fields[0] if fields else "").split():
-            try:
-                steps.append([float(w) for w in step.split(",")])
-            except ValueError:
-                raise VisionAttnError(
-                    f"{gen_path}: A- lines are hard alignments; decode with --print-alignment soft"
-                ) from None
+        steps += [soft_step(gen_path, step) for step in (fields[0] if fields else "").split()]
     if not steps:
         raise VisionAttnError(f"{gen_path} has no A- lines: decode with --print-alignment soft")
     return steps
