@@ -25,7 +25,8 @@ def run_recipe(script, args, env_extra, cwd=None):
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        # as conftest.run_cli: a hang fails the test, a machine busy with a training does not
+        timeout=600,
         cwd=cwd,
     )
 
