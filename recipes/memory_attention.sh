@@ -49,6 +49,7 @@ ALIGN_IDS=${ALIGN_IDS:-"0 1 2"}
 for b in $BASELINES; do
   [[ $b == noattn || $b == global ]] || { echo "BASELINES: '$b' is not one of: noattn, global" >&2; exit 2; }
 done
+[[ $EPOCHS =~ ^[1-9][0-9]*$ ]] || usage_error "EPOCHS: '$EPOCHS' is not a positive integer"
 for k in $SIZES $NORM_K $SOFTMAX_K; do
   [[ $k =~ ^[1-9][0-9]*$ ]] || { echo "SIZES / NORM_K / SOFTMAX_K: '$k' is not a positive integer (the memory size K)" >&2; exit 2; }
 done
@@ -57,7 +58,15 @@ mkdir -p "$OUT"
 # train_toy BIN DIR ARCH [flags...]
 train_toy() {
   local bin=$1 dir=$2 arch=$3; shift 3
-  [ -f "$dir/done" ] && return 0  # finished; an interrupted run resumes from checkpoint_last.pt
+  # done holds the EPOCHS it finished at (empty: written before it did; taken as finished):
+  # skipped at that EPOCHS or fewer; a larger EPOCHS, or an interrupted run, resumes from
+  # checkpoint_last.pt
+  if [ -f "$dir/done" ]; then
+    local trained
+    trained=$(cat "$dir/done")
+    if [ -z "$trained" ] || [ "$trained" -ge "$EPOCHS" ]; then return 0; fi
+    rm "$dir/done"
+  fi
   mkdir -p "$dir"
   train_logged "$(basename "$(dirname "$dir")")/$(basename "$dir")" "$dir/train.log" "$EPOCHS" \
   fairseq-train "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn --arch "$arch" \
@@ -70,7 +79,7 @@ train_toy() {
     --log-interval 100 --max-source-positions 1024 --max-target-positions 1024 \
     --eval-bleu --eval-bleu-detok space --eval-bleu-args '{"beam": 1}' --best-checkpoint-metric bleu \
     --maximize-best-checkpoint-metric "$@"
-  touch "$dir/done"
+  echo "$EPOCHS" > "$dir/done"
 }
 
 # decode_toy BIN DIR NAME: prints "NAME<TAB>BLEU<TAB>seconds" (fairseq-generate's own timing)

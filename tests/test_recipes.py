@@ -54,6 +54,11 @@ MEMORY_TOY = {"STAGES": "toy"}
         ),
         (
             "memory_attention.sh",
+            {**MEMORY_TOY, "EPOCHS": "ten"},
+            "EPOCHS: 'ten' is not a positive integer",
+        ),
+        (
+            "memory_attention.sh",
             {**MEMORY_TOY, "SOFTMAX_K": "-4"},
             "SIZES / NORM_K / SOFTMAX_K: '-4' is not a positive integer",
         ),
@@ -182,6 +187,33 @@ def test_queue_trains_resumes_skips_and_tabulates(tmp_path, toy_data_bin):
     assert "decoding sact (test)" in partial.stderr and "decoding global" not in partial.stderr
     rows = [row.split("\t")[0] for row in (out / "table.test.tsv").read_text().splitlines()[1:]]
     assert rows == ["global", "sact (unfinished)", "fairseq_lstm", "milk", "milk@cumulative"]
+
+
+def test_memory_toy_stage_skips_finished_systems_and_extends_them_with_a_larger_epochs(tmp_path):
+    """memory_attention.sh's copy task: a system finished at EPOCHS is skipped when run again
+    with EPOCHS or fewer, and trained on from its checkpoint_last.pt to a larger EPOCHS."""
+    out = tmp_path / "memory"
+    env = {"STAGES": "toy", "LENGTHS": "5", "SIZES": "", "NORM_K": "", "BASELINES": "noattn",
+           "TRAIN": "200", "VALID": "20", "DIM": "16", "BEAM": "2", "CURVE_LENGTH": "0",
+           "DEVICE": "cpu"}  # fmt: skip
+
+    def run(epochs):
+        return run_recipe("memory_attention.sh", ["", str(out)], {**env, "EPOCHS": epochs})
+
+    system = out / "copy5" / "noattn"
+    first = run("1")
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert (system / "done").read_text().strip() == "1"
+    assert "copy5/noattn: epoch 1/1 valid loss" in first.stderr
+    again = run("1")
+    assert again.returncode == 0 and "training" not in again.stderr
+    longer = run("2")
+    assert longer.returncode == 0, longer.stderr[-2000:]
+    assert "copy5/noattn: epoch 2/2 valid loss" in longer.stderr
+    assert "epoch 1/2" not in longer.stderr  # resumed after epoch 1, not trained again from 0
+    assert (system / "done").read_text().strip() == "2"
+    table = (out / "memory_table.tsv").read_text().splitlines()
+    assert table[1].split("\t")[:2] == ["5", "noattn"]
 
 
 def test_queue_refuses_a_line_without_an_arch(tmp_path):
