@@ -11,13 +11,14 @@
 # 5. the Fig. 3 sweep of tau on dev and test with the fine-tuned model, and its plot;
 # 6. vision-span plots (Fig. 1b) for a few test sentences.
 # Environment: EPOCHS (8), BEAM (5; the paper uses 20), SENTENCES ("1 2 3" for the span plots),
-# FIG3_SUBSETS ("valid test"), DEVICE (auto: the GPU when there is one; cpu, cuda),
+# FIG3_SUBSETS ("valid test"; empty: no Fig. 3 sweep), DEVICE (auto: the GPU when there is one; cpu, cuda),
 # TAUS (the dev grid of step 3: "0.3 0.5 0.8 1.0 1.2 1.4 1.6"; the paper's is 0.8-1.6),
 # FT_BETA (0.1), FT_LR (0.000125: a converged model's last rate under the plateau rule; at the
 # training rate 0.001 a fresh Adam lost 3 dev BLEU, docs/results.md) and FT_EPOCHS (1): step 2,
 # MODELS (a directory of systems trained by recipes/queue.sh under the plateau rule, named as in
 # recipes/claims/enja_1.queue: global_s1, local_s1, flexible_s1): step 1 trains nothing and uses
 # their best checkpoints; a Table 1 row whose system the queue has not finished is left out.
+# SEED (1): with MODELS, the seed whose systems are used (global_sSEED, local_sSEED, flexible_sSEED).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 DATA=$(arg_path "${1:-}" "$ROOT/../shared/data/small_parallel_enja")
@@ -26,15 +27,16 @@ cd "$ROOT"
 BEAM=${BEAM:-5}
 SENTENCES=${SENTENCES:-"1 2 3"}
 TAUS=${TAUS:-"0.3 0.5 0.8 1.0 1.2 1.4 1.6"}
-FT_BETA=${FT_BETA:-0.1}; FT_LR=${FT_LR:-0.000125}; FT_EPOCHS=${FT_EPOCHS:-1}
+FT_BETA=${FT_BETA:-0.1}; FT_LR=${FT_LR:-0.000125}; FT_EPOCHS=${FT_EPOCHS:-1}; SEED=${SEED:-1}
 for tau in $TAUS; do
   [[ $tau =~ ^[0-9]*\.?[0-9]+$ ]] || usage_error "TAUS: '$tau' is not a positive number"
 done
 [[ $FT_EPOCHS =~ ^[1-9][0-9]*$ ]] || usage_error "FT_EPOCHS: '$FT_EPOCHS' is not a positive integer"
+[[ $SEED =~ ^[0-9]+$ ]] || usage_error "SEED: '$SEED' is not a seed (a non-negative integer)"
 # ckpt SYSTEM: its best checkpoint (SYSTEM: lstm_global, lstm_local, lstm_flexible, lstm_flexible_ft)
 ckpt() {
   if [ -n "${MODELS:-}" ] && [ "$1" != lstm_flexible_ft ]; then
-    echo "$MODELS/${1#lstm_}_s1/checkpoints/checkpoint_best.pt"
+    echo "$MODELS/${1#lstm_}_s$SEED/checkpoints/checkpoint_best.pt"
   else
     echo "$OUT/$1/checkpoints/checkpoint_best.pt"
   fi
@@ -42,7 +44,7 @@ ckpt() {
 if [ -n "${MODELS:-}" ]; then
   MODELS=$(arg_path "$MODELS" "")
   [ -f "$(ckpt lstm_flexible)" ] \
-    || usage_error "MODELS: $(ckpt lstm_flexible) does not exist (train flexible_s1 with recipes/queue.sh)"
+    || usage_error "MODELS: $(ckpt lstm_flexible) does not exist (train flexible_s$SEED with recipes/queue.sh)"
 fi
 BIN=$OUT/data-bin
 [ -f "$BIN/dict.en.txt" ] || bash recipes/prepare_data.sh enja "$DATA" "$OUT"
@@ -95,9 +97,9 @@ table=$OUT/table1.tsv
 {
   echo -e "# system\twindow\tBLEU (test, sacrebleu -tok none, beam $BEAM)"
   for system in global local; do
-    if [ -z "${MODELS:-}" ] || [ -f "$MODELS/${system}_s1/done" ]; then
+    if [ -z "${MODELS:-}" ] || [ -f "$MODELS/${system}_s$SEED/done" ]; then
       decode "$system" "$(ckpt "lstm_$system")" test inf
-    else say "MODELS has no finished ${system}_s1 (no done marker): its Table 1 row is left out"; fi
+    else say "MODELS has no finished ${system}_s$SEED (no done marker): its Table 1 row is left out"; fi
   done
   decode "flexible(tau=inf)" "$(ckpt lstm_flexible)" test inf
   decode "flexible(tau=$tau)" "$(ckpt lstm_flexible)" test "$tau"
@@ -105,7 +107,7 @@ table=$OUT/table1.tsv
 } > "$table"
 column -t -s$'\t' "$table"
 
-for subset in ${FIG3_SUBSETS:-valid test}; do
+for subset in ${FIG3_SUBSETS-valid test}; do
   points=$OUT/fig3.$subset.tsv
   : > "$points"
   for tau in 0.3 0.5 0.8 1.0 1.2 1.4 1.6 5.0 8.0 inf; do

@@ -79,6 +79,12 @@ MEMORY_TOY = {"STAGES": "toy"}
             {"MODELS": "no_models"},
             "no_models/flexible_s1/checkpoints/checkpoint_best.pt does not exist",
         ),
+        (
+            "flexible_attention.sh",
+            {"MODELS": "no_models", "SEED": "3"},
+            "no_models/flexible_s3/checkpoints/checkpoint_best.pt does not exist",
+        ),
+        ("flexible_attention.sh", {"SEED": "two"}, "SEED: 'two' is not a seed"),
     ],
 )
 def test_recipes_refuse_bad_settings(tmp_path, script, env_extra, message):
