@@ -5,9 +5,10 @@
 # QUEUE_FILE: one system per line, `NAME ARCH [fairseq-train flags ...]`; blank lines and lines
 # starting with '#' are skipped. Each system trains with recipes/train.sh (the recipes' sizes)
 # under the one stopping rule RULE into OUT_DIR/NAME; a system whose OUT_DIR/NAME/done exists is
-# skipped, one interrupted resumes from its checkpoint_last.pt. Then every system is decoded
-# (PARALLEL at a time) on valid and test with --stats-output (OUT_DIR/NAME/{valid,test}.{txt,jsonl})
-# and OUT_DIR/table.{valid,test}.tsv is written (recipes' report, sacrebleu TOKENIZE).
+# skipped, one interrupted resumes from its checkpoint_last.pt. A system is decoded on valid and
+# test with --stats-output (OUT_DIR/NAME/{valid,test}.{txt,jsonl}) as soon as the rule finishes it
+# (a queue cut off later keeps its hypotheses), every system left undecoded then (PARALLEL at a
+# time), and OUT_DIR/table.{valid,test}.tsv is written (recipes' report, sacrebleu TOKENIZE).
 # Environment: PARALLEL (2; 7 fit an H100), THREADS (1 per training), BEAM (5), TOKENIZE (none),
 # GEN_FLAGS (extra fairseq-generate flags, e.g. "--remove-bpe"), TIME_LIMIT (seconds per training
 # run, 0 = none: a run cut by it resumes next time), DEVICE (auto, cpu, cuda),
@@ -44,26 +45,7 @@ done < "$queue"
 [ ${#names[@]} -gt 0 ] || usage_error "$queue lists no system"
 say "${#names[@]} systems, $PARALLEL at a time, rule: $RULE, at most $EPOCHS epochs"
 
-train_one() {
-  local name=$1 arch flags
-  read -r arch flags < "$specs_dir/$name"
-  # shellcheck disable=SC2086
-  if NAME=$name TIME_LIMIT=$TIME_LIMIT bash recipes/train.sh "$arch" "$bin" "$out/$name" $RULE $flags; then
-    touch "$out/$name/done"
-  else
-    say "$name: not finished (resumes on the next run)"
-  fi
-}
 DECODE_ONLY=${DECODE_ONLY:-0}
-running=0
-for name in "${names[@]}"; do
-  [ "$DECODE_ONLY" = 1 ] && break
-  if [ -f "$out/$name/done" ]; then say "$name: trained already"; continue; fi
-  train_one "$name" &
-  running=$((running + 1))
-  if [ "$running" -ge "$PARALLEL" ]; then wait -n || true; running=$((running - 1)); fi
-done
-wait || true
 decodable() {  # NAME: trained to the rule, or (DECODE_ONLY=1) has a best checkpoint so far
   [ -f "$out/$1/done" ] \
     || { [ "$DECODE_ONLY" = 1 ] && [ -f "$out/$1/checkpoints/checkpoint_best.pt" ]; }
@@ -84,13 +66,39 @@ other_rules() {  # NAME: MONOTONIC_STOP's rules if NAME has a monotonic head, el
   read -r arch _ < "$specs_dir/$1"
   case $arch in lstm_monotonic | lstm_mocha | lstm_milk) echo "${MONOTONIC_STOP:-}" ;; esac
 }
+decoded() {  # NAME SUBSET [RULE]: its hypotheses are newer than its best checkpoint
+  local f=$out/$1/$2${3:+.$3}
+  [ -s "$f.txt" ] && [ "$f.txt" -nt "$out/$1/checkpoints/checkpoint_best.pt" ]
+}
+
+train_one() {
+  local name=$1 arch flags subset rule
+  read -r arch flags < "$specs_dir/$name"
+  # shellcheck disable=SC2086
+  if NAME=$name TIME_LIMIT=$TIME_LIMIT bash recipes/train.sh "$arch" "$bin" "$out/$name" $RULE $flags; then
+    touch "$out/$name/done"
+    for subset in $SUBSETS; do
+      for rule in "" $(other_rules "$name"); do decode_one "$name" "$subset" "$rule"; done
+    done
+  else
+    say "$name: not finished (resumes on the next run)"
+  fi
+}
+running=0
+for name in "${names[@]}"; do
+  [ "$DECODE_ONLY" = 1 ] && break
+  if [ -f "$out/$name/done" ]; then say "$name: trained already"; continue; fi
+  train_one "$name" &
+  running=$((running + 1))
+  if [ "$running" -ge "$PARALLEL" ]; then wait -n || true; running=$((running - 1)); fi
+done
+wait || true
 running=0  # decoding side by side too: on a GPU each fairseq-generate is mostly start-up
 for subset in $SUBSETS; do
   for name in "${names[@]}"; do
     decodable "$name" || continue
     for rule in "" $(other_rules "$name"); do  # "": the default rule
-      f=$out/$name/$subset${rule:+.$rule}
-      [ -s "$f.txt" ] && [ "$f.txt" -nt "$out/$name/checkpoints/checkpoint_best.pt" ] && continue
+      decoded "$name" "$subset" "$rule" && continue
       decode_one "$name" "$subset" "$rule" &
       running=$((running + 1))
       if [ "$running" -ge "$PARALLEL" ]; then wait -n || true; running=$((running - 1)); fi

@@ -159,8 +159,9 @@ def test_training_prints_one_line_per_epoch(tmp_path, toy_data_bin):
 
 
 def test_queue_trains_resumes_skips_and_tabulates(tmp_path, toy_data_bin):
-    """recipes/queue.sh: two systems side by side under the one rule, a finished system skipped
-    on the next run, each decoded on valid and test into one table per subset."""
+    """recipes/queue.sh: two systems side by side under the one rule, each decoded on valid and
+    test as soon as it is trained, a finished system skipped on the next run, one table per
+    subset."""
     queue = tmp_path / "queue.txt"
     queue.write_text(
         "# name arch flags\nglobal lstm_global --max-tokens 500\n\nsact lstm_sact --max-tokens 500\n"
@@ -181,6 +182,10 @@ def test_queue_trains_resumes_skips_and_tabulates(tmp_path, toy_data_bin):
     assert [row.split("\t")[0] for row in table[1:]] == names + ["milk@cumulative"]
     assert "'monotonic_stop': 'cumulative'" in (out / "milk" / "test.cumulative.log").read_text()
     assert "sact: epoch 1/1 valid loss" in result.stderr  # progress lines carry the system's name
+    # a system is decoded as soon as it is trained, in its slot: the third system starts only
+    # after the first to finish has been decoded (a queue cut off later keeps its hypotheses)
+    first_decoding = result.stderr.index("[queue] decoding ")
+    assert first_decoding < result.stderr.index("[train] fairseq_lstm: training")
     again = run_recipe("queue.sh", args, env)
     assert again.returncode == 0 and again.stderr.count("trained already") == 4
     assert "decoding" not in again.stderr  # the hypotheses are newer than the checkpoints
