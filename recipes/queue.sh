@@ -66,20 +66,24 @@ other_rules() {  # NAME: MONOTONIC_STOP's rules if NAME has a monotonic head, el
   read -r arch _ < "$specs_dir/$1"
   case $arch in lstm_monotonic | lstm_mocha | lstm_milk) echo "${MONOTONIC_STOP:-}" ;; esac
 }
-decoded() {  # NAME SUBSET [RULE]: its hypotheses are newer than its best checkpoint
-  local f=$out/$1/$2${3:+.$3}
-  [ -s "$f.txt" ] && [ "$f.txt" -nt "$out/$1/checkpoints/checkpoint_best.pt" ]
+decode_pending() {  # NAME: every subset (and MONOTONIC_STOP rule) not decoded since its best checkpoint
+  local subset rule f
+  for subset in $SUBSETS; do
+    for rule in "" $(other_rules "$1"); do  # "": the default rule
+      f=$out/$1/$subset${rule:+.$rule}
+      [ -s "$f.txt" ] && [ "$f.txt" -nt "$out/$1/checkpoints/checkpoint_best.pt" ] && continue
+      decode_one "$1" "$subset" "$rule"
+    done
+  done
 }
 
 train_one() {
-  local name=$1 arch flags subset rule
+  local name=$1 arch flags
   read -r arch flags < "$specs_dir/$name"
   # shellcheck disable=SC2086
   if NAME=$name TIME_LIMIT=$TIME_LIMIT bash recipes/train.sh "$arch" "$bin" "$out/$name" $RULE $flags; then
     touch "$out/$name/done"
-    for subset in $SUBSETS; do
-      for rule in "" $(other_rules "$name"); do decode_one "$name" "$subset" "$rule"; done
-    done
+    decode_pending "$name"
   else
     say "$name: not finished (resumes on the next run)"
   fi
@@ -93,17 +97,12 @@ for name in "${names[@]}"; do
   if [ "$running" -ge "$PARALLEL" ]; then wait -n || true; running=$((running - 1)); fi
 done
 wait || true
-running=0  # decoding side by side too: on a GPU each fairseq-generate is mostly start-up
-for subset in $SUBSETS; do
-  for name in "${names[@]}"; do
-    decodable "$name" || continue
-    for rule in "" $(other_rules "$name"); do  # "": the default rule
-      decoded "$name" "$subset" "$rule" && continue
-      decode_one "$name" "$subset" "$rule" &
-      running=$((running + 1))
-      if [ "$running" -ge "$PARALLEL" ]; then wait -n || true; running=$((running - 1)); fi
-    done
-  done
+running=0  # systems decoded side by side too: on a GPU each fairseq-generate is mostly start-up
+for name in "${names[@]}"; do
+  decodable "$name" || continue
+  decode_pending "$name" &
+  running=$((running + 1))
+  if [ "$running" -ge "$PARALLEL" ]; then wait -n || true; running=$((running - 1)); fi
 done
 wait || true
 for subset in $SUBSETS; do
