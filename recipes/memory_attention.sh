@@ -15,8 +15,8 @@
 # 64"), NORM_K (16; empty: no slots-normalised system), SOFTMAX_K (empty: no softmax-slot
 # system), BASELINES ("noattn global"), TRAIN (20000; paper 100000), VALID (1000), EPOCHS (10),
 # BATCH (16; paper 128), LR (0.001; paper 0.0001),
-# PARAM_INIT (0.1, --param-init of every run; 0 = PyTorch's defaults, the tables before issue 16's
-# fixes used them), DIM (128), LAYERS (1; paper 2x256), BEAM (10),
+# PARAM_INIT (0.1, --param-init of every run; 0 = PyTorch's defaults, the earlier
+# initialisation), DIM (128), LAYERS (1; paper 2x256), BEAM (10),
 # CURVE_LENGTH (50), ALIGN_K (16: the K of the heatmaps), ALIGN_IDS ("0 1 2": validation sentences
 # drawn), REAL_EPOCHS (8). Empty LENGTHS, SIZES, NORM_K, SOFTMAX_K or BASELINES mean none.
 # On a CPU a batch of 16 learns the copy task much faster per second than the paper's 128: 8x the
