@@ -55,11 +55,20 @@ decode_one() {  # NAME SUBSET [RULE]: hypotheses and statistics of the best chec
   local f=$out/$1/$2${3:+.$3} rule=()
   [ -n "${3:-}" ] && rule=(--monotonic-stop "$3")
   say "decoding $1 ($2${3:+, --monotonic-stop $3})"
+  # written to .part files, renamed when complete: a decoding cut off (a time limit, a killed
+  # call) leaves no NAME/SUBSET.txt that a later run would take for finished hypotheses, and no
+  # older one (of an earlier best checkpoint) that the tables would list as this one's
+  rm -f "$f.txt" "$f.jsonl"
   # shellcheck disable=SC2086
-  fairseq-generate "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn \
+  if fairseq-generate "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn \
     --path "$out/$1/checkpoints/checkpoint_best.pt" --gen-subset "$2" --beam "$BEAM" \
-    "${rule[@]}" --batch-size 64 "${DEVICE_FLAGS[@]}" --stats-output "$f.jsonl" ${GEN_FLAGS:-} > "$f.txt" 2> "$f.log" \
-    || { rm -f "$f.txt"; say "decoding $1 ($2) failed: $(explain "$f.log") (log: $f.log)"; }
+    "${rule[@]}" --batch-size 64 "${DEVICE_FLAGS[@]}" --stats-output "$f.jsonl.part" ${GEN_FLAGS:-} \
+    > "$f.txt.part" 2> "$f.log"; then
+    mv -f "$f.jsonl.part" "$f.jsonl" && mv -f "$f.txt.part" "$f.txt"
+  else
+    rm -f "$f.txt.part" "$f.jsonl.part"
+    say "decoding $1 ($2) failed: $(explain "$f.log") (log: $f.log)"
+  fi
 }
 other_rules() {  # NAME: MONOTONIC_STOP's rules if NAME has a monotonic head, else nothing
   local arch

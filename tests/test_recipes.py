@@ -7,8 +7,10 @@ so the output directory is never created and nothing else runs.
 """
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -225,6 +227,48 @@ def test_memory_toy_stage_skips_finished_systems_and_extends_them_with_a_larger_
     assert (system / "done").read_text().strip() == "2"
     table = (out / "memory_table.tsv").read_text().splitlines()
     assert table[1].split("\t")[:2] == ["5", "noattn"]
+
+
+FAKE_GENERATE = """#!/bin/sh
+# fairseq-generate's output for one sentence, its --stats-output file empty; then SLEEP seconds
+while [ $# -gt 0 ]; do [ "$1" = --stats-output ] && : > "$2"; shift; done
+printf 'S-0\\tein Hund\\nT-0\\ta dog\\nH-0\\t-0.1\\ta dog\\nD-0\\t-0.1\\ta dog\\n'
+exec sleep %d
+"""
+
+
+def test_queue_decoding_cut_off_leaves_no_hypotheses(tmp_path):
+    """A decoding killed half-way (a device call's deadline, a killed session) leaves no
+    NAME/SUBSET.txt, so the next run decodes that subset again instead of tabling a truncated
+    file as the system's hypotheses (a GPU call once lost six test sets that way)."""
+    fake = tmp_path / "fake_bin"
+    fake.mkdir()
+    generate = fake / "fairseq-generate"
+    generate.write_text(FAKE_GENERATE % 600)
+    generate.chmod(0o755)
+    queue = tmp_path / "queue.txt"
+    queue.write_text("sys lstm_global\n")
+    out, data = tmp_path / "claims", tmp_path / "data-bin"
+    (out / "sys" / "checkpoints").mkdir(parents=True)
+    (out / "sys" / "checkpoints" / "checkpoint_best.pt").write_bytes(b"")
+    (out / "sys" / "done").touch()
+    data.mkdir()
+    path = os.pathsep.join([str(fake), os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    env = dict(os.environ, PATH=path, DEVICE="cpu", SUBSETS="test")
+    command = ["bash", str(ROOT / "recipes" / "queue.sh"), str(queue), str(data), str(out)]
+    cut = subprocess.Popen(command, env=env, start_new_session=True, stderr=subprocess.DEVNULL)
+    part = out / "sys" / "test.txt.part"
+    for _ in range(600):
+        if part.exists() and part.stat().st_size > 0:
+            break
+        time.sleep(0.1)
+    os.killpg(cut.pid, signal.SIGKILL)  # the whole call: queue.sh and its fairseq-generate
+    cut.wait()
+    assert "H-0" in part.read_text() and not (out / "sys" / "test.txt").exists()
+    generate.write_text(FAKE_GENERATE % 0)
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert "decoding sys (test)" in again.stderr, again.stderr[-2000:]
+    assert (out / "sys" / "test.txt").read_text().count("H-0") == 1 and not part.exists()
 
 
 def test_queue_refuses_a_line_without_an_arch(tmp_path):

@@ -5,26 +5,50 @@
 #   run (carry [".gpu"]):  source .gpu/setup.sh && bash recipes/claims/gpu_run.sh enja_1
 # A call is limited to 10 minutes and the machine keeps nothing: TIME_LIMIT (default 420 s) stops
 # every training in time to decode and pack; a system it stopped is reported unfinished, and a
-# rerun starts it over (the queue's own resume needs the files of the previous call). RIBES is
-# added to the En-Ja tables when nltk is there; else score the packed hypotheses here with
-# `python -m fairseq_vision_attn.report ... --ribes`.
+# rerun starts it over (the queue's own resume needs the files of the previous call). Systems the
+# limit stopped are decoded from their best checkpoint so far, marked "(unfinished)" in the tables.
+# DATA_BIN: a data-bin prepared on this side (recipes/prepare_data.sh) and carried with the call,
+# instead of preparing one there (De-En's BPE takes about 50 s). DEADLINE (seconds since the
+# epoch, e.g. `DEADLINE=$(($(date +%s) + 570))` before `source .gpu/setup.sh`): when everything
+# must be packed; the trainings then stop DECODE_S (default 120) seconds before it, whatever the
+# setup took. RIBES is added to the En-Ja tables when nltk is there; else score the packed
+# hypotheses here with `python -m fairseq_vision_attn.report ... --ribes`.
 set -euo pipefail
-name=${1:?"usage: gpu_run.sh QUEUE_NAME (enja_1 to enja_4, deen_1 to deen_3)"}
+name=${1:?"usage: gpu_run.sh QUEUE_NAME (enja_1 to enja_4, deen_1 to deen_3, deen_curve)"}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+bin=${DATA_BIN:+$(cd "$DATA_BIN" && pwd)}
 cd "$here"
 queue=recipes/claims/$name.queue
 [ -f "$queue" ] || { echo "gpu_run.sh: no queue $queue" >&2; exit 2; }
 corpus=${name%%_*}
-data=.gpu/data/$([ "$corpus" = enja ] && echo small_parallel_enja || echo multi30k_de_en)
 work=outputs/claims/$corpus
-bash recipes/prepare_data.sh "$corpus" "$data" "$work/prep"
+if [ -z "$bin" ]; then
+  data=.gpu/data/$([ "$corpus" = enja ] && echo small_parallel_enja || echo multi30k_de_en)
+  bash recipes/prepare_data.sh "$corpus" "$data" "$work/prep"
+  bin=$work/prep/data-bin
+fi
+limit=${TIME_LIMIT:-420}
+if [ -n "${DEADLINE:-}" ]; then
+  limit=$((DEADLINE - $(date +%s) - ${DECODE_S:-120}))
+  [ "$limit" -gt 60 ] || { echo "gpu_run.sh: DEADLINE leaves $limit s to train" >&2; exit 2; }
+fi
+echo "gpu_run.sh: $name, training for at most $limit s"
 gen=()
 [ "$corpus" = deen ] && gen=(--remove-bpe --tokenizer moses --source-lang de --target-lang en)
-SUBSETS=${SUBSETS:-"valid test $([ "$corpus" = deen ] && echo test1)"} \
-  GEN_FLAGS="${gen[*]}" TOKENIZE=$([ "$corpus" = deen ] && echo 13a || echo none) \
-  REPORT_FLAGS=$([ "$corpus" = enja ] && python -c "import nltk" 2>/dev/null && echo --ribes) \
-  MONOTONIC_STOP=$([ "$corpus" = deen ] && echo cumulative) \
-  PARALLEL=${PARALLEL:-7} TIME_LIMIT=${TIME_LIMIT:-420} DEVICE=${DEVICE:-cuda} THREADS=2 \
-  bash recipes/queue.sh "$queue" "$work/prep/data-bin" "$work/$name"
-tar -czf "${OUT:-.}/$name.tgz" --exclude='*.pt' -C "$work" "$name"
+queue_run() {
+  SUBSETS=${SUBSETS:-"valid test $([ "$corpus" = deen ] && echo test1)"} \
+    GEN_FLAGS="${gen[*]}" TOKENIZE=$([ "$corpus" = deen ] && echo 13a || echo none) \
+    REPORT_FLAGS=$([ "$corpus" = enja ] && python -c "import nltk" 2>/dev/null && echo --ribes) \
+    MONOTONIC_STOP=$([ "$corpus" = deen ] && echo cumulative) \
+    PARALLEL=${PARALLEL:-7} TIME_LIMIT=$limit DEVICE=${DEVICE:-cuda} THREADS=2 \
+    bash recipes/queue.sh "$queue" "$bin" "$work/$name"
+}
+queue_run
+# the systems the limit stopped: decoded from their best checkpoint so far, within the deadline
+if [ -n "${DEADLINE:-}" ]; then
+  DECODE_ONLY=1 timeout $((DEADLINE - $(date +%s) - 10)) bash -c "$(declare -f queue_run); $(declare -p corpus gen queue bin work name limit); queue_run" || true
+else
+  DECODE_ONLY=1 queue_run
+fi
+tar -czf "${OUT:-.}/$name.tgz" --exclude='*.pt' -C "$work" "$name" || true
 echo "packed ${OUT:-.}/$name.tgz"
