@@ -14,7 +14,7 @@
 # setup took. RIBES is added to the En-Ja tables when nltk is there; else score the packed
 # hypotheses here with `python -m fairseq_vision_attn.report ... --ribes`.
 set -euo pipefail
-name=${1:?"usage: gpu_run.sh QUEUE_NAME (enja_1 to enja_4, deen_1 to deen_3, deen_curve)"}
+name=${1:?"usage: gpu_run.sh QUEUE_NAME (recipes/claims/QUEUE_NAME.queue: enja_1 to enja_4, deen_1 to deen_3, deen_curve, deen_milk)"}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=${DATA_BIN:+$(cd "$DATA_BIN" && pwd)}
 cd "$here"
@@ -46,7 +46,11 @@ queue_run() {
 queue_run
 # the systems the limit stopped: decoded from their best checkpoint so far, within the deadline
 if [ -n "${DEADLINE:-}" ]; then
-  DECODE_ONLY=1 timeout $((DEADLINE - $(date +%s) - 10)) bash -c "$(declare -f queue_run); $(declare -p corpus gen queue bin work name limit); queue_run" || true
+  left=$((DEADLINE - $(date +%s) - 10))  # `timeout 0` would mean no limit
+  if [ "$left" -gt 0 ]; then
+    DECODE_ONLY=1 timeout "$left" bash -c \
+      "$(declare -f queue_run); $(declare -p corpus gen queue bin work name limit); queue_run" || true
+  fi
 else
   DECODE_ONLY=1 queue_run
 fi
