@@ -14,7 +14,7 @@
 # setup took. RIBES is added to the En-Ja tables when nltk is there; else score the packed
 # hypotheses here with `python -m fairseq_vision_attn.report ... --ribes`.
 set -euo pipefail
-name=${1:?"usage: gpu_run.sh QUEUE_NAME (recipes/claims/QUEUE_NAME.queue: enja_1 to enja_4, deen_1 to deen_3, deen_curve, deen_milk)"}
+name=${1:?"usage: gpu_run.sh QUEUE_NAME (recipes/claims/QUEUE_NAME.queue, e.g. enja_1 or deen_milk)"}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bin=${DATA_BIN:+$(cd "$DATA_BIN" && pwd)}
 cd "$here"
