@@ -35,24 +35,21 @@ fi
 echo "gpu_run.sh: $name, training for at most $limit s"
 gen=()
 [ "$corpus" = deen ] && gen=(--remove-bpe --tokenizer moses --source-lang de --target-lang en)
-queue_run() {
-  SUBSETS=${SUBSETS:-"valid test $([ "$corpus" = deen ] && echo test1)"} \
-    GEN_FLAGS="${gen[*]}" TOKENIZE=$([ "$corpus" = deen ] && echo 13a || echo none) \
-    REPORT_FLAGS=$([ "$corpus" = enja ] && python -c "import nltk" 2>/dev/null && echo --ribes) \
-    MONOTONIC_STOP=$([ "$corpus" = deen ] && echo cumulative) \
-    PARALLEL=${PARALLEL:-7} TIME_LIMIT=$limit DEVICE=${DEVICE:-cuda} THREADS=2 \
-    bash recipes/queue.sh "$queue" "$bin" "$work/$name"
-}
-queue_run
+settings=(
+  SUBSETS="${SUBSETS:-valid test $([ "$corpus" != deen ] || echo test1)}"
+  GEN_FLAGS="${gen[*]}" TOKENIZE="$([ "$corpus" = deen ] && echo 13a || echo none)"
+  REPORT_FLAGS="$({ [ "$corpus" = enja ] && python -c "import nltk" 2>/dev/null && echo --ribes; } || :)"
+  MONOTONIC_STOP="$([ "$corpus" != deen ] || echo cumulative)"
+  PARALLEL="${PARALLEL:-7}" TIME_LIMIT="$limit" DEVICE="${DEVICE:-cuda}" THREADS=2
+)
+run_queue=(bash recipes/queue.sh "$queue" "$bin" "$work/$name")
+env "${settings[@]}" "${run_queue[@]}"
 # the systems the limit stopped: decoded from their best checkpoint so far, within the deadline
-if [ -n "${DEADLINE:-}" ]; then
-  left=$((DEADLINE - $(date +%s) - 10))  # `timeout 0` would mean no limit
-  if [ "$left" -gt 0 ]; then
-    DECODE_ONLY=1 timeout "$left" bash -c \
-      "$(declare -f queue_run); $(declare -p corpus gen queue bin work name limit); queue_run" || true
-  fi
-else
-  DECODE_ONLY=1 queue_run
+decode=(env "${settings[@]}" DECODE_ONLY=1 "${run_queue[@]}")
+if [ -z "${DEADLINE:-}" ]; then
+  "${decode[@]}"
+elif [ $((left = DEADLINE - $(date +%s) - 10)) -gt 0 ]; then  # `timeout 0` would mean no limit
+  timeout "$left" "${decode[@]}" || true
 fi
 tar -czf "${OUT:-.}/$name.tgz" --exclude='*.pt' -C "$work" "$name" || true
 echo "packed ${OUT:-.}/$name.tgz"
