@@ -1,14 +1,21 @@
 """Score fairseq-generate outputs with sacrebleu and print one table, one row per system.
 
     python -m fairseq_vision_attn.report NAME=GEN_OUTPUT[:STATS_JSONL] ... [--tokenize none]
+        [--common] [--paired-bs]
 
 GEN_OUTPUT is fairseq-generate's stdout (``H-``/``D-`` and ``T-`` lines). The optional
 STATS_JSONL is its ``--stats-output``; each per-sentence number (``src_len``, ``AL`` ...) is
 averaged over sentences and each per-token list (``window_sizes`` ...) over tokens.
+
+``--common`` scores every system on the sentence ids all of them decoded (a decoding cut short
+by a time limit holds the shortest sentences only) and adds a ``sentences`` column;
+``--paired-bs`` also adds sacrebleu's paired bootstrap p-value (1,000 resamples, seed
+SACREBLEU_SEED, default 12345) of each system's BLEU against the first system's.
 """
 
 import argparse
 import json
+import logging
 import sys
 from collections import defaultdict
 
@@ -33,24 +40,32 @@ def parse_generate_output(path):
     return lines
 
 
-def read_generate_output(path, hypothesis_prefix="D"):
-    """Return (hypotheses, references) ordered by sentence id."""
+def read_generate_output(path, hypothesis_prefix="D", ids=None):
+    """Return (hypotheses, references) ordered by sentence id (only ``ids`` when given)."""
     lines = parse_generate_output(path)
     hyps = {i: (f[1] if len(f) > 1 else "") for i, f in lines.get(hypothesis_prefix, {}).items()}
     refs = {i: (f[0] if f else "") for i, f in lines.get("T", {}).items()}
-    ids = sorted(hyps)
+    ids = sorted(hyps) if ids is None else sorted(ids)
     missing = [i for i in ids if i not in refs]
     if missing:
         raise SystemExit(f"{path}: no reference (T- line) for sentence ids {missing[:5]}")
     return [hyps[i] for i in ids], [refs[i] for i in ids]
 
 
-def average_stats(path):
-    """Average each statistic of a --stats-output file (see module docstring)."""
+def decoded_ids(path, hypothesis_prefix="D"):
+    """The sentence ids a fairseq-generate output holds a hypothesis for."""
+    return set(parse_generate_output(path).get(hypothesis_prefix, {}))
+
+
+def average_stats(path, ids=None):
+    """Average each statistic of a --stats-output file (see module docstring), over the rows
+    of ``ids`` only when given."""
     sums, counts = defaultdict(float), defaultdict(int)
     with open(path, encoding="utf-8") as handle:
         for line in handle:
             row = json.loads(line)
+            if ids is not None and row.get("id") not in ids:
+                continue
             for key, value in row.items():
                 if key == "id" or key in NOT_AVERAGED:
                     continue
@@ -63,12 +78,27 @@ def average_stats(path):
     return {key: sums[key] / counts[key] for key in sums if counts[key]}
 
 
-def score(gen_path, tokenize="none"):
-    hyps, refs = read_generate_output(gen_path)
+def score(gen_path, tokenize="none", ids=None):
+    hyps, refs = read_generate_output(gen_path, ids=ids)
     return sacrebleu.corpus_bleu(hyps, [refs], tokenize=tokenize).score
 
 
-def ribes(gen_path):
+def paired_bootstrap(gen_paths, tokenize="none", ids=None, samples=1000):
+    """sacrebleu's paired bootstrap of each output's BLEU against the first one's, on ``ids``
+    (the references are the first output's): a list of p-values, None for the first."""
+    from sacrebleu.metrics import BLEU
+    from sacrebleu.significance import PairedTest
+
+    logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # not one INFO line per system
+    outputs = [read_generate_output(path, ids=ids) for path in gen_paths]
+    named = [(str(i), hyps) for i, (hyps, _) in enumerate(outputs)]
+    metrics = {"BLEU": BLEU(tokenize=tokenize)}
+    test = PairedTest(named, metrics, [outputs[0][1]], test_type="bs", n_samples=samples)
+    _, results = test()
+    return [None] + [result.p_value for result in results["BLEU"][1:]]
+
+
+def ribes(gen_path, ids=None):
     """Corpus RIBES (Isozaki et al. 2010; Shu & Nakayama report it beside BLEU on En-Ja) with
     nltk's implementation (alpha 0.25, beta 0.10), on whitespace tokens of the same hypotheses
     and references BLEU scores: the mean of the sentences' RIBES, 0 for a sentence that shares
@@ -77,7 +107,7 @@ def ribes(gen_path):
         from nltk.translate.ribes_score import sentence_ribes
     except ImportError:
         raise VisionAttnError("--ribes needs nltk: pip install nltk (or pip install -e .[test])") from None
-    hyps, refs = read_generate_output(gen_path)
+    hyps, refs = read_generate_output(gen_path, ids=ids)
     total = 0.0
     for hyp, ref in zip(hyps, refs):
         try:
@@ -87,11 +117,19 @@ def ribes(gen_path):
     return 100.0 * total / max(len(hyps), 1)
 
 
+def _cell(value, column):
+    if value is None:
+        return "-"
+    if column == "sentences":
+        return str(value)
+    return f"{value:.3f}" if column == "p" else f"{value:.2f}"
+
+
 def format_table(rows, columns):
     header = ["system", "BLEU"] + columns
     lines = ["\t".join(header)]
     for name, bleu, stats in rows:
-        cells = [name, f"{bleu:.2f}"] + [f"{stats[c]:.2f}" if c in stats else "-" for c in columns]
+        cells = [name, f"{bleu:.2f}"] + [_cell(stats.get(c), c) for c in columns]
         lines.append("\t".join(cells))
     return "\n".join(lines)
 
@@ -111,6 +149,17 @@ def get_parser():
         help="add a RIBES column (x 100; nltk's implementation; needs nltk)",
     )
     parser.add_argument(
+        "--common",
+        action="store_true",
+        help="score every system on the sentence ids all of them decoded; add a sentences column",
+    )
+    parser.add_argument(
+        "--paired-bs",
+        action="store_true",
+        help="add the paired bootstrap p-value of each system's BLEU against the first "
+        "system's (sacrebleu, 1,000 resamples; implies --common)",
+    )
+    parser.add_argument(
         "--points",
         action="store_true",
         help="print 'NAME<TAB>window<TAB>BLEU' lines (for plots tradeoff) instead of a table",
@@ -122,17 +171,34 @@ def get_parser():
 def main(argv=None):
     parser = get_parser()
     args = parser.parse_args(argv)
-    rows, columns = [], []
+    systems = []
     for spec in args.systems:
         name, sep, paths = spec.rpartition("=")  # NAME may hold '=', the paths may not
         if not sep:
             parser.error(f"expected NAME=GEN_OUTPUT[:STATS_JSONL], got {spec!r}")
         gen_path, _, stats_path = paths.partition(":")
-        stats = average_stats(stats_path) if stats_path else {}
+        systems.append((name, gen_path, stats_path))
+    ids, columns = None, []
+    if args.common or args.paired_bs:
+        ids = set.intersection(*(decoded_ids(gen_path) for _, gen_path, _ in systems))
+        if not ids:
+            raise VisionAttnError("--common: no sentence id is decoded by every system")
+        columns.append("sentences")
+    p_values = [None] * len(systems)
+    if args.paired_bs:
+        if len(systems) < 2:
+            parser.error("--paired-bs compares systems with the first one: give at least two")
+        p_values = paired_bootstrap([gen_path for _, gen_path, _ in systems], args.tokenize, ids)
+        columns.append("p")
+    rows = []
+    for (name, gen_path, stats_path), p_value in zip(systems, p_values):
+        stats = average_stats(stats_path, ids) if stats_path else {}
         if args.ribes:
-            stats = {"RIBES": ribes(gen_path), **stats}
+            stats = {"RIBES": ribes(gen_path, ids), **stats}
+        if ids is not None:
+            stats = {"sentences": len(ids), **({"p": p_value} if args.paired_bs else {}), **stats}
         columns += [c for c in stats if c not in columns]
-        rows.append((name, score(gen_path, args.tokenize), stats))
+        rows.append((name, score(gen_path, args.tokenize, ids), stats))
     if args.points:
         for name, bleu, stats in rows:
             print(f"{name}\t{stats.get('window_sizes', float('nan')):.3f}\t{bleu:.2f}")

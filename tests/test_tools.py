@@ -93,6 +93,51 @@ def test_report_scores_generate_output(tmp_path):
     assert table.splitlines()[1] == "sys\t100.00\t3.00\t-"
 
 
+def test_report_common_sentences_and_paired_bootstrap(tmp_path, capsys):
+    """--common scores every system on the ids all of them decoded: a decoding cut after 20 of
+    30 sentences makes the others' BLEU and statistics those of sentences 0-19 (AL = id: mean
+    9.5, not 14.5). --paired-bs: one word changed in one of 20 sentences is no significant
+    difference; a system sharing no word with the references differs at the smallest p-value
+    1,000 resamples allow, 1/1001."""
+    words = "the a cat dog sat on mat red blue green house tree".split()
+    refs = [" ".join(words[(i * 7 + j * 5) % len(words)] for j in range(6)) for i in range(30)]
+
+    def write(name, count, hypothesis):
+        path = tmp_path / f"{name}.txt"
+        lines = (f"S-{i}\tq\nT-{i}\t{refs[i]}\nD-{i}\t-0.1\t{hypothesis(i)}\n" for i in range(count))
+        path.write_text("".join(lines))
+        return path
+
+    full = write("full", 30, lambda i: refs[i])
+    stats = tmp_path / "full.jsonl"
+    stats.write_text("\n".join(json.dumps({"id": i, "AL": float(i)}) for i in range(30)))
+    cut = write("cut", 20, lambda i: refs[i] if i != 3 else refs[i].replace(refs[i].split()[2], "zebra", 1))
+    garbage = write("garbage", 30, lambda i: "xx yy zz")
+
+    report.main([f"full={full}:{stats}", f"cut={cut}"])
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert rows[0] == ["system", "BLEU", "AL"] and rows[1][2] == "14.50"
+    report.main(["--common", f"full={full}:{stats}", f"cut={cut}"])
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert rows[0] == ["system", "BLEU", "sentences", "AL"]
+    assert rows[1] == ["full", "100.00", "20", "9.50"]
+    assert rows[2][:3] == ["cut", f"{report.score(str(cut)):.2f}", "20"]
+
+    report.main(["--paired-bs", f"full={full}", f"cut={cut}", f"garbage={garbage}"])
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert rows[0] == ["system", "BLEU", "sentences", "p"] and rows[1][3] == "-"
+    assert float(rows[2][3]) > 0.05 and float(rows[2][1]) < 100
+    assert rows[3][1:] == ["0.00", "20", f"{1 / 1001:.3f}"]
+
+    no_overlap = write("none", 0, lambda i: "")
+    with pytest.raises(SystemExit) as exit_:
+        report.main(["--common", f"full={full}", f"none={no_overlap}"])
+    assert exit_.value.code == 2 and "no sentence id is decoded by every system" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        report.main(["--paired-bs", f"full={full}"])
+    assert exit_.value.code == 2 and "at least two" in capsys.readouterr().err
+
+
 def test_plots_write_pngs(tmp_path):
     from fairseq_vision_attn import plots
 
