@@ -85,11 +85,14 @@ def score(gen_path, tokenize="none", ids=None):
 
 def paired_bootstrap(gen_paths, tokenize="none", ids=None, samples=1000):
     """sacrebleu's paired bootstrap of each output's BLEU against the first one's, on ``ids``
-    (the references are the first output's): a list of p-values, None for the first."""
+    (default: the ids all outputs decoded; the references are the first output's): a list of
+    p-values, None for the first."""
     from sacrebleu.metrics import BLEU
     from sacrebleu.significance import PairedTest
 
     logging.getLogger("sacrebleu").setLevel(logging.WARNING)  # not one INFO line per system
+    if ids is None:
+        ids = set.intersection(*(decoded_ids(path) for path in gen_paths))
     outputs = [read_generate_output(path, ids=ids) for path in gen_paths]
     named = [(str(i), hyps) for i, (hyps, _) in enumerate(outputs)]
     metrics = {"BLEU": BLEU(tokenize=tokenize)}
