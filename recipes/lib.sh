@@ -33,7 +33,8 @@ if [ "$DEVICE" = cpu ]; then DEVICE_FLAGS=(--cpu); fi
 
 # train_logged NAME LOG MAX_EPOCH COMMAND...: COMMAND's output appended to LOG, one line per
 # epoch on the terminal, one line and exit status 1 if it fails
-# (TIME_LIMIT > 0: the run is stopped after that many seconds and exits 3; it resumes next time)
+# (TIME_LIMIT > 0: the run is stopped after that many seconds and exits 3; it resumes next time;
+# so does a training stopped by a signal, e.g. a session's end: exit 3 and one line that says so)
 train_logged() {
   local name=$1 log=$2 epochs=$3; shift 3
   local limit=()
@@ -45,6 +46,10 @@ train_logged() {
   set -e
   if [ "${codes[0]}" -eq 124 ] && [ ${#limit[@]} -gt 0 ]; then
     say "$name: stopped at TIME_LIMIT=$TIME_LIMIT s; it resumes from checkpoint_last.pt on the next run"
+    exit 3
+  fi
+  if [ "${codes[0]}" -gt 128 ] && [ "${codes[0]}" -le 192 ]; then  # not an error of the run's own
+    say "$name: stopped by signal $(kill -l "${codes[0]}"); it resumes from checkpoint_last.pt on the next run (log: $log)"
     exit 3
   fi
   if [ "${codes[0]}" -ne 0 ] || [ "${codes[1]}" -ne 0 ]; then

@@ -6,6 +6,7 @@
 # OUT_DIR/train.log; the terminal gets one line per epoch. Re-running resumes from
 # checkpoint_last.pt (a finished run returns at once). DEVICE: auto (GPU if any), cpu or cuda;
 # NAME (the name on the progress lines; default ARCH); TIME_LIMIT (seconds, 0 = none: stop, exit 3).
+# Exit 3 too when a signal stopped the training (a session's end): resumable, not failed.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 arch=${1:?"usage: train.sh ARCH DATA_BIN OUT_DIR [fairseq-train flags]"}

@@ -147,6 +147,37 @@ def test_failed_training_is_one_line(tmp_path, toy_data_bin):
     assert "--memory-size 3 has no effect here" in (out / "train.log").read_text()
 
 
+def test_training_stopped_by_a_signal_says_it_resumes(tmp_path, toy_data_bin):
+    """A training killed from outside (a session's end) is not reported as failed with the log's
+    last line (once a FutureWarning) but as stopped, resumable, with exit status 3."""
+    fake = tmp_path / "fake_bin"
+    fake.mkdir()
+    train = fake / "fairseq-train"
+    pid_file = tmp_path / "pid"
+    train.write_text(
+        f"#!/bin/sh\necho 'FutureWarning: torch.cuda.amp.autocast is deprecated' >&2\n"
+        f"echo $$ > {pid_file}\nexec sleep 600\n"
+    )
+    train.chmod(0o755)
+    env = dict(os.environ, DEVICE="cpu", EPOCHS="1")
+    env["PATH"] = os.pathsep.join([str(fake), os.path.dirname(sys.executable), env.get("PATH", "")])
+    out = tmp_path / "exp"
+    args = ["lstm_global", str(toy_data_bin / "data-bin"), str(out)]
+    run = subprocess.Popen(
+        ["bash", str(ROOT / "recipes" / "train.sh"), *args], env=env, stderr=subprocess.PIPE, text=True
+    )
+    for _ in range(600):
+        if pid_file.exists() and pid_file.read_text().strip():
+            break
+        time.sleep(0.1)
+    os.kill(int(pid_file.read_text()), signal.SIGTERM)
+    _, stderr = run.communicate(timeout=600)
+    assert run.returncode == 3, stderr
+    stopped = "lstm_global: stopped by signal TERM; it resumes from checkpoint_last.pt on the next run"
+    assert f"{stopped} (log: {out}/train.log)" in stderr
+    assert "training failed" not in stderr and "FutureWarning" not in stderr
+
+
 def test_training_prints_one_line_per_epoch(tmp_path, toy_data_bin):
     out = tmp_path / "exp"
     result = train_recipe(toy_data_bin, out, 2, "--max-tokens", "500")
