@@ -198,8 +198,10 @@ def main(argv=None):
         stats = average_stats(stats_path, ids) if stats_path else {}
         if args.ribes:
             stats = {"RIBES": ribes(gen_path, ids), **stats}
+        if args.paired_bs:
+            stats = {"p": p_value, **stats}
         if ids is not None:
-            stats = {"sentences": len(ids), **({"p": p_value} if args.paired_bs else {}), **stats}
+            stats = {"sentences": len(ids), **stats}
         columns += [c for c in stats if c not in columns]
         rows.append((name, score(gen_path, args.tokenize, ids), stats))
     if args.points:
