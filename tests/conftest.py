@@ -1,6 +1,7 @@
 """Shared helpers: small models built exactly as fairseq builds them from the command line."""
 
 import argparse
+import concurrent.futures
 import os
 import shutil
 import subprocess
@@ -98,6 +99,12 @@ def run_cli(args, cwd, check=True, timeout=600, input=None):
             f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
         )
     return proc
+
+
+def run_clis(commands, cwd, jobs=None):
+    """run_cli for several independent commands, os.cpu_count() at a time (each one thread)."""
+    with concurrent.futures.ThreadPoolExecutor(jobs or os.cpu_count() or 1) as pool:
+        return list(pool.map(lambda args: run_cli(args, cwd), commands))
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import torch
 
 from fairseq_vision_attn.latency import corpus_latency, latency_scores
 
-from .conftest import REPO, our_archs, run_cli
+from .conftest import REPO, our_archs, run_cli, run_clis
 
 pytestmark = pytest.mark.slow
 
@@ -112,11 +112,8 @@ def interactive_args(data_bin, checkpoint, *extra):
 @pytest.fixture(scope="module")
 def trained(toy_data_bin, tmp_path_factory):
     """arch -> checkpoint directory, each trained one epoch through fairseq-train."""
-    out = {}
-    for arch in our_archs():
-        save_dir = tmp_path_factory.mktemp(arch)
-        run_cli(train_args(toy_data_bin, save_dir, arch), cwd=REPO)
-        out[arch] = save_dir
+    out = {arch: tmp_path_factory.mktemp(arch) for arch in our_archs()}
+    run_clis([train_args(toy_data_bin, save_dir, arch) for arch, save_dir in out.items()], cwd=REPO)
     return out
 
 

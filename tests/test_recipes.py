@@ -197,7 +197,7 @@ def test_queue_trains_resumes_skips_and_tabulates(tmp_path, toy_data_bin):
     subset."""
     queue = tmp_path / "queue.txt"
     queue.write_text(
-        "# name arch flags\nglobal lstm_global --max-tokens 500\n\nsact lstm_sact --max-tokens 500\n"
+        "# name arch flags\nglobal lstm_global --max-tokens 500\n\n"
         "fairseq_lstm lstm --encoder-bidirectional --max-tokens 500\n"  # fairseq's own arch, same rule
         "milk lstm_milk --max-tokens 500\n"
     )
@@ -206,7 +206,7 @@ def test_queue_trains_resumes_skips_and_tabulates(tmp_path, toy_data_bin):
     args = [str(queue), str(toy_data_bin / "data-bin"), str(out)]
     result = run_recipe("queue.sh", args, env)
     assert result.returncode == 0, result.stderr[-2000:]
-    names = ["global", "sact", "fairseq_lstm", "milk"]
+    names = ["global", "fairseq_lstm", "milk"]
     for name in names:
         assert (out / name / "done").exists() and (out / name / "test.txt").exists()
     table = (out / "table.test.tsv").read_text().splitlines()
@@ -214,23 +214,23 @@ def test_queue_trains_resumes_skips_and_tabulates(tmp_path, toy_data_bin):
     assert table[0].startswith("system\tBLEU")
     assert [row.split("\t")[0] for row in table[1:]] == names + ["milk@cumulative"]
     assert "'monotonic_stop': 'cumulative'" in (out / "milk" / "test.cumulative.log").read_text()
-    assert "sact: epoch 1/1 valid loss" in result.stderr  # progress lines carry the system's name
+    assert "fairseq_lstm: epoch 1/1 valid loss" in result.stderr  # progress lines carry the system's name
     # a system is decoded as soon as it is trained, in its slot: the third system starts only
     # after the first to finish has been decoded (a queue cut off later keeps its hypotheses)
     first_decoding = result.stderr.index("[queue] decoding ")
-    assert first_decoding < result.stderr.index("[train] fairseq_lstm: training")
+    assert first_decoding < result.stderr.index("[train] milk: training")
     again = run_recipe("queue.sh", args, env)
-    assert again.returncode == 0 and again.stderr.count("trained already") == 4
+    assert again.returncode == 0 and again.stderr.count("trained already") == 3
     assert "decoding" not in again.stderr  # the hypotheses are newer than the checkpoints
     # DECODE_ONLY: a system cut before the rule finished it is decoded from its best checkpoint
     # and marked; nothing is trained
-    (out / "sact" / "done").unlink()
-    (out / "sact" / "test.txt").unlink()
+    (out / "fairseq_lstm" / "done").unlink()
+    (out / "fairseq_lstm" / "test.txt").unlink()
     partial = run_recipe("queue.sh", args, {**env, "DECODE_ONLY": "1"})
     assert partial.returncode == 0 and "training" not in partial.stderr
-    assert "decoding sact (test)" in partial.stderr and "decoding global" not in partial.stderr
+    assert "decoding fairseq_lstm (test)" in partial.stderr and "decoding global" not in partial.stderr
     rows = [row.split("\t")[0] for row in (out / "table.test.tsv").read_text().splitlines()[1:]]
-    assert rows == ["global", "sact (unfinished)", "fairseq_lstm", "milk", "milk@cumulative"]
+    assert rows == ["global", "fairseq_lstm (unfinished)", "milk", "milk@cumulative"]
 
 
 def test_memory_toy_stage_skips_finished_systems_and_extends_them_with_a_larger_epochs(tmp_path):
