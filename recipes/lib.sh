@@ -44,12 +44,14 @@ train_logged() {
   "${limit[@]}" "$@" 2>&1 | python "$ROOT/recipes/progress.py" --name "$name" --log "$log" --max-epoch "$epochs"
   local codes=("${PIPESTATUS[@]}")
   set -e
+  local stopped=
   if [ "${codes[0]}" -eq 124 ] && [ ${#limit[@]} -gt 0 ]; then
-    say "$name: stopped at TIME_LIMIT=$TIME_LIMIT s; it resumes from checkpoint_last.pt on the next run"
-    exit 3
+    stopped="at TIME_LIMIT=$TIME_LIMIT s"
+  elif [ "${codes[0]}" -gt 128 ] && [ "${codes[0]}" -le 192 ]; then  # not an error of the run's own
+    stopped="by signal $(kill -l "${codes[0]}")"
   fi
-  if [ "${codes[0]}" -gt 128 ] && [ "${codes[0]}" -le 192 ]; then  # not an error of the run's own
-    say "$name: stopped by signal $(kill -l "${codes[0]}"); it resumes from checkpoint_last.pt on the next run (log: $log)"
+  if [ -n "$stopped" ]; then
+    say "$name: stopped $stopped; it resumes from checkpoint_last.pt on the next run (log: $log)"
     exit 3
   fi
   if [ "${codes[0]}" -ne 0 ] || [ "${codes[1]}" -ne 0 ]; then

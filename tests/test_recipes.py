@@ -147,13 +147,11 @@ def test_failed_training_is_one_line(tmp_path, toy_data_bin):
     assert "--memory-size 3 has no effect here" in (out / "train.log").read_text()
 
 
-def test_training_stopped_by_a_signal_says_it_resumes(tmp_path, toy_data_bin):
-    """A training killed from outside (a session's end) is not reported as failed with the log's
-    last line (once a FutureWarning) but as stopped, resumable, with exit status 3."""
+def _hanging_train_env(tmp_path, pid_file):
+    """An environment whose fairseq-train prints a warning, writes its pid and sleeps."""
     fake = tmp_path / "fake_bin"
     fake.mkdir()
     train = fake / "fairseq-train"
-    pid_file = tmp_path / "pid"
     train.write_text(
         f"#!/bin/sh\necho 'FutureWarning: torch.cuda.amp.autocast is deprecated' >&2\n"
         f"echo $$ > {pid_file}\nexec sleep 600\n"
@@ -161,6 +159,25 @@ def test_training_stopped_by_a_signal_says_it_resumes(tmp_path, toy_data_bin):
     train.chmod(0o755)
     env = dict(os.environ, DEVICE="cpu", EPOCHS="1")
     env["PATH"] = os.pathsep.join([str(fake), os.path.dirname(sys.executable), env.get("PATH", "")])
+    return env
+
+
+def test_training_stopped_by_time_limit_says_it_resumes(tmp_path, toy_data_bin):
+    env = {**_hanging_train_env(tmp_path, tmp_path / "pid"), "TIME_LIMIT": "1"}
+    out = tmp_path / "exp"
+    args = ["lstm_global", str(toy_data_bin / "data-bin"), str(out)]
+    command = ["bash", str(ROOT / "recipes" / "train.sh"), *args]
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 3, run.stderr
+    stopped = "lstm_global: stopped at TIME_LIMIT=1 s; it resumes from checkpoint_last.pt on the next run"
+    assert f"{stopped} (log: {out}/train.log)" in run.stderr and "training failed" not in run.stderr
+
+
+def test_training_stopped_by_a_signal_says_it_resumes(tmp_path, toy_data_bin):
+    """A training killed from outside (a session's end) is not reported as failed with the log's
+    last line (once a FutureWarning) but as stopped, resumable, with exit status 3."""
+    pid_file = tmp_path / "pid"
+    env = _hanging_train_env(tmp_path, pid_file)
     out = tmp_path / "exp"
     args = ["lstm_global", str(toy_data_bin / "data-bin"), str(out)]
     run = subprocess.Popen(
