@@ -347,3 +347,32 @@ def test_claims_queues_parse_and_fit_one_gpu_call(queue):
         if arch.startswith("lstm_"):
             validate_args(args)
             refuse_ignored_flags(args)
+
+
+def test_pack_best_brings_back_the_models_without_optimizer_state(tmp_path):
+    """recipes/claims/pack_best.sh: every system's checkpoint_best.pt comes back in pieces of at
+    most 15 MB (a device call returns 8 files of 16 MB), without its optimizer state, and the
+    pieces put together give the same model weights; no checkpoint: a one-line refusal."""
+    import torch
+
+    work, dest = tmp_path / "work", tmp_path / "out"
+    weights = {"a": torch.arange(5_000_000, dtype=torch.float32), "b": torch.ones(3, 4)}  # 20 MB
+    for name in ("milk", "waitk"):
+        (work / name / "checkpoints").mkdir(parents=True)
+        state = {"model": weights, "cfg": {"arch": name}, "last_optimizer_state": {"exp_avg": torch.ones(10)}}
+        torch.save(state, work / name / "checkpoints" / "checkpoint_best.pt")
+    (work / "unfinished").mkdir()  # no checkpoint yet: skipped
+    result = run_recipe("claims/pack_best.sh", [str(work), str(dest)], {})
+    assert result.returncode == 0, result.stderr
+    pieces = sorted(dest.glob("best.tar.part*"))
+    assert len(pieces) >= 3 and all(p.stat().st_size <= 15 * 2**20 for p in pieces)
+    back = tmp_path / "back"
+    back.mkdir()
+    subprocess.run(f"cat {' '.join(map(str, pieces))} | tar -x -C {back}", shell=True, check=True)
+    for name in ("milk", "waitk"):
+        state = torch.load(back / name / "checkpoints" / "checkpoint_best.pt", weights_only=False)
+        assert "last_optimizer_state" not in state and state["cfg"] == {"arch": name}
+        assert all(torch.equal(state["model"][k], weights[k]) for k in weights)
+    assert sorted(p.name for p in back.iterdir()) == ["milk", "waitk"]
+    empty = run_recipe("claims/pack_best.sh", [str(tmp_path / "none"), str(dest)], {})
+    assert empty.returncode == 2 and "no checkpoints/checkpoint_best.pt under" in empty.stderr

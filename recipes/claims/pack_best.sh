@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Bring the best checkpoints of a device run back: a call returns at most 8 files of 16 MB, and a
+# recipe-sized checkpoint with its Adam state is about 69 MB. Packs WORK/NAME/checkpoints/
+# checkpoint_best.pt of every system, without the optimizer state (about 23 MB each, all that
+# fairseq-generate reads), as 15 MB pieces DEST/best.tar.partaa, ab, ...:
+#   device:  bash recipes/claims/pack_best.sh outputs/claims/deen/deen_milk "$OUT"
+#   here:    cat FILES_AT/best.tar.part* | tar -x -C outputs/claims/deen/deen_milk
+# Decoding them here (CPU) can differ from a GPU decoding in the last digits of a score.
+set -euo pipefail
+work=${1:?"usage: pack_best.sh WORK_DIR DEST_DIR"}
+dest=${2:?"usage: pack_best.sh WORK_DIR DEST_DIR"}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+found=0
+for ckpt in "$work"/*/checkpoints/checkpoint_best.pt; do
+  [ -f "$ckpt" ] || continue
+  name=$(basename "$(dirname "$(dirname "$ckpt")")")
+  mkdir -p "$tmp/$name/checkpoints"
+  python3 - "$ckpt" "$tmp/$name/checkpoints/checkpoint_best.pt" <<'PY'
+import sys
+
+import torch
+
+state = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
+state.pop("last_optimizer_state", None)
+torch.save(state, sys.argv[2])
+PY
+  found=$((found + 1))
+done
+[ "$found" -gt 0 ] || { echo "pack_best.sh: no checkpoints/checkpoint_best.pt under $work/*" >&2; exit 2; }
+mkdir -p "$dest"
+(cd "$tmp" && tar -cf - -- *) | split -b 15M - "$dest/best.tar.part"
+echo "pack_best.sh: $found checkpoints in $(ls "$dest"/best.tar.part* | wc -l) pieces under $dest"
