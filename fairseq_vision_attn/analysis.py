@@ -45,7 +45,10 @@ hard policy - what fairseq-validate reports for such a model - and under the exp
 alignment at each ``--noise-vars`` (0: the clean expectation; the training variance: what the
 latency loss saw). A hard NLL far above the expected one means the test-time model is not the
 one training optimised; a DAL under training noise far from the hard DAL means the latency
-weight buys a different latency than it appears to.
+weight buys a different latency than it appears to. The last column says why they part: the
+share of the expected alignment's stopping mass on positions whose stopping probability (noise
+free) is between 0.1 and 0.9, where "stop at the first p > 1/2" and the expectation disagree
+(the training noise is meant to push every p to 0 or 1, Raffel et al. sec. 2.3).
 
 **alignment-sharpness** and **memory-slots** (Britz et al. 2017, sec. 5). How sharply a model
 looks, as three figures over a set of distributions over source positions: the mean peak
@@ -200,6 +203,15 @@ def format_window_bound(full, rows, sigma, stats):
     return "\n".join(lines)
 
 
+def uncertain_stop_mass(alpha, p_choose, low=0.1, high=0.9):
+    """(mass, total): the expected alignment's stopping mass on positions whose stopping
+    probability is strictly between ``low`` and ``high``, and all its mass. ``alpha``,
+    ``p_choose``: batch x src_len (alpha 0 at padding). Where that share is high, the expected
+    alignment training sees and the hard policy ("stop at the first p > 1/2") part ways."""
+    uncertain = (p_choose > low) & (p_choose < high)
+    return float((alpha * uncertain).sum()), float(alpha.sum())
+
+
 def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energy"):
     """Teacher-forced NLL and DAL of a streaming model under the hard policy and the expected
     alignment.
@@ -212,8 +224,11 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energ
         pad: the target padding index.
         stop_rule: the hard policy's rule (fairseq-generate's ``--monotonic-stop``).
     Returns:
-        ``[(label, nll_bits_per_token, mean_dal)]``, the hard policy first. The model is left
-        in eval mode with its heads' noise and stopping rule as they were.
+        ``[(label, nll_bits_per_token, mean_dal, uncertain_share)]``, the hard policy first;
+        ``uncertain_share`` (None for the hard policy): the share of the expected alignment's
+        stopping mass on positions whose noise-free stopping probability is in (0.1, 0.9)
+        (:func:`uncertain_stop_mass`). The model is left in eval mode with its heads' noise
+        and stopping rule as they were.
     """
     import torch
 
@@ -227,9 +242,24 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energ
     saved = [(m.noise_var, m.stop_rule) for m in heads]
     model.eval()
     rows = []
+    stops = [0.0, 0.0]  # uncertain_stop_mass, summed over a row's batches and heads
+
+    def recording(head):
+        original = type(head).training_alignment.__get__(head)
+
+        def training_alignment(query, cache, state):
+            log_alpha, alpha = original(query, cache, state)
+            p_choose = torch.sigmoid(head.energy.energies(query, cache["mono_keys"]).float())
+            mass, total = uncertain_stop_mass(alpha, p_choose)
+            stops[0], stops[1] = stops[0] + mass, stops[1] + total
+            return log_alpha, alpha
+
+        return training_alignment
+
     try:
         for m in heads:
             m.stop_rule = stop_rule
+            m.training_alignment = recording(m)
         for label, expected, noise in [(f"hard policy ({stop_rule})", False, 0.0)] + [
             (f"expected, noise {n:g}", True, n) for n in noise_vars
         ]:
@@ -237,6 +267,7 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energ
                 m.training, m.noise_var = expected, noise
             torch.manual_seed(seed)
             nll, tokens, dal, sentences = 0.0, 0, 0.0, 0
+            stops[:] = [0.0, 0.0]
             with torch.no_grad():
                 for sample in batches:
                     net_output = model(**sample["net_input"])
@@ -250,10 +281,12 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energ
                     src_len = sample["net_input"]["src_lengths"]
                     dal += differentiable_average_lagging(delays, src_len, mask).sum().item()
                     sentences += target.size(0)
-            rows.append((label, nll / tokens / math.log(2), dal / sentences))
+            share = stops[0] / stops[1] if expected and stops[1] > 0 else None
+            rows.append((label, nll / tokens / math.log(2), dal / sentences, share))
     finally:
         for m, (noise, rule) in zip(heads, saved):
             m.noise_var, m.stop_rule = noise, rule
+            m.__dict__.pop("training_alignment", None)
         model.eval()
     return rows
 
@@ -283,9 +316,10 @@ def run_monotonic_mismatch(args):
         raise VisionAttnError(f"--path {args.path}: {error}") from None
     lines = [
         f"# {args.path}, {sentences} {args.subset} sentences, teacher-forced, dropout off",
-        "alignment\tnll (bits/token)\tDAL",
+        "alignment\tnll (bits/token)\tDAL\tstops at 0.1 < p < 0.9",
     ]
-    lines += [f"{label}\t{nll:.4f}\t{dal:.3f}" for label, nll, dal in rows]
+    for label, nll, dal, share in rows:
+        lines.append(f"{label}\t{nll:.4f}\t{dal:.3f}\t" + ("-" if share is None else f"{share:.3f}"))
     return "\n".join(lines)
 
 

@@ -312,6 +312,7 @@ def test_monotonic_stop_and_the_mismatch_analysis(trained, toy_data_bin, tmp_pat
     assert hard[0] == "hard policy (energy)" and float(hard[1]) == pytest.approx(loss, abs=1e-3)
     assert clean[0] == "expected, noise 0" and noisy[0] == "expected, noise 4"
     assert all(float(row[2]) >= 1 for row in (hard, clean, noisy))  # DAL >= one token read
+    assert hard[3] == "-" and all(0 <= float(row[3]) <= 1 for row in (clean, noisy))
     cumulative = run_cli(analysis + ["--path", str(ckpt), "--monotonic-stop", "cumulative"], cwd=REPO)
     row = cumulative.stdout.splitlines()[2].split("\t")
     assert row[0] == "hard policy (cumulative)" and float(row[2]) >= 1
@@ -319,6 +320,34 @@ def test_monotonic_stop_and_the_mismatch_analysis(trained, toy_data_bin, tmp_pat
     glob_ckpt = str(trained["lstm_global"] / "checkpoint_best.pt")
     proc = run_cli(analysis + ["--path", glob_ckpt], cwd=REPO, check=False)
     assert proc.returncode == 2 and "no monotonic head" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_mismatch_share_of_uncertain_stops_follows_the_head_energies(trained, toy_data_bin):
+    """monotonic_mismatch's last column, on the trained toy MILk with its energies set by hand:
+    every stopping probability 1/2 (g = r = 0) puts all stopping mass on uncertain positions,
+    energies of +50 put none there; the model's heads come back as they were."""
+    import torch
+    from fairseq import checkpoint_utils
+
+    from fairseq_vision_attn.analysis import monotonic_mismatch
+
+    ckpt = str(trained["lstm_milk"] / "checkpoint_best.pt")
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [ckpt], arg_overrides={"data": str(toy_data_bin / "data-bin")}
+    )
+    model = models[0].float()
+    task.load_dataset("valid")
+    iterator = task.get_batch_iterator(task.dataset("valid"), max_tokens=4000)
+    batches = list(iterator.next_epoch_itr(shuffle=False))
+    energy = model.decoder.attention.energy
+    pad = task.target_dictionary.pad()
+    for g, r, share in [(0.0, 0.0, 1.0), (0.0, 50.0, 0.0)]:
+        with torch.no_grad():
+            energy.g.fill_(g)
+            energy.r.fill_(r)
+        rows = monotonic_mismatch(model, batches, [0, 4], pad)
+        assert rows[0][3] is None and rows[1][3] == pytest.approx(share, abs=1e-6)
+    assert "training_alignment" not in vars(model.decoder.attention)
 
 
 @pytest.mark.parametrize(

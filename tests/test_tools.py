@@ -405,3 +405,17 @@ def test_seeds_mean_and_sample_sd_by_hand(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         seeds.main([str(first), "--columns", "DAL"])
     assert exit_.value.code == 2 and "none of the columns DAL" in capsys.readouterr().err
+
+
+def test_uncertain_stop_mass_counts_stops_where_p_is_neither_0_nor_1():
+    """analysis.uncertain_stop_mass: the alignment mass on positions with 0.1 < p < 0.9 (ends
+    excluded), against sums done by hand; padding (alpha 0) adds nothing."""
+    import torch
+
+    from fairseq_vision_attn.analysis import uncertain_stop_mass
+
+    alpha = torch.tensor([[0.5, 0.3, 0.2, 0.0], [0.6, 0.4, 0.0, 0.0]])
+    p = torch.tensor([[0.05, 0.5, 0.95, 0.5], [0.1, 0.89, 0.5, 0.5]])
+    # row 0: only position 1 (p 0.5) is uncertain -> 0.3; row 1: 0.1 is not (strict), 0.89 is -> 0.4
+    assert uncertain_stop_mass(alpha, p) == pytest.approx((0.7, 2.0))
+    assert uncertain_stop_mass(alpha, torch.full_like(p, 0.99)) == pytest.approx((0.0, 2.0))
