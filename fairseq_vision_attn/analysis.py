@@ -245,7 +245,7 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energ
     stops = [0.0, 0.0]  # uncertain_stop_mass, summed over a row's batches and heads
 
     def recording(head):
-        original = type(head).training_alignment.__get__(head)
+        original = head.training_alignment  # the class's method: read before it is replaced
 
         def training_alignment(query, cache, state):
             log_alpha, alpha = original(query, cache, state)
