@@ -48,7 +48,7 @@ one training optimised; a DAL under training noise far from the hard DAL means t
 weight buys a different latency than it appears to. The last column says why they part: the
 share of the expected alignment's stopping mass on positions whose stopping probability (noise
 free) is between 0.1 and 0.9, where "stop at the first p > 1/2" and the expectation disagree
-(the training noise is meant to push every p to 0 or 1, Raffel et al. sec. 2.3).
+(the training noise is meant to push every p to 0 or 1: MILk Eq. 11).
 
 **alignment-sharpness** and **memory-slots** (Britz et al. 2017, sec. 5). How sharply a model
 looks, as three figures over a set of distributions over source positions: the mean peak
