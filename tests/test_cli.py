@@ -326,19 +326,16 @@ def test_mismatch_share_of_uncertain_stops_follows_the_head_energies(trained, to
     """monotonic_mismatch's last column, on the trained toy MILk with its energies set by hand:
     every stopping probability 1/2 (g = r = 0) puts all stopping mass on uncertain positions,
     energies of +50 put none there; the model's heads come back as they were."""
+    import argparse
+
     import torch
-    from fairseq import checkpoint_utils
 
-    from fairseq_vision_attn.analysis import monotonic_mismatch
+    from fairseq_vision_attn.analysis import load_subset, monotonic_mismatch
 
-    ckpt = str(trained["lstm_milk"] / "checkpoint_best.pt")
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [ckpt], arg_overrides={"data": str(toy_data_bin / "data-bin")}
-    )
-    model = models[0].float()
-    task.load_dataset("valid")
-    iterator = task.get_batch_iterator(task.dataset("valid"), max_tokens=4000)
-    batches = list(iterator.next_epoch_itr(shuffle=False))
+    ckpt, data = str(trained["lstm_milk"] / "checkpoint_best.pt"), str(toy_data_bin / "data-bin")
+    subset = argparse.Namespace(path=ckpt, data=data, subset="valid", max_tokens=4000)
+    model, task, _, batches = load_subset(subset)
+    batches = list(batches)
     energy = model.decoder.attention.energy
     pad = task.target_dictionary.pad()
     for g, r, share in [(0.0, 0.0, 1.0), (0.0, 50.0, 0.0)]:
