@@ -48,7 +48,9 @@ one training optimised; a DAL under training noise far from the hard DAL means t
 weight buys a different latency than it appears to. The last column says why they part: the
 share of the expected alignment's stopping mass on positions whose stopping probability (noise
 free) is between 0.1 and 0.9, where "stop at the first p > 1/2" and the expectation disagree
-(the training noise is meant to push every p to 0 or 1: MILk Eq. 11).
+(the training noise is meant to push every p to 0 or 1: MILk Eq. 11). A last comment line per
+head gives its energy's scale and bias and the ceiling no input can lift the energy above
+(tanh is bounded): the largest noise-free p the head can give anywhere.
 
 **alignment-sharpness** and **memory-slots** (Britz et al. 2017, sec. 5). How sharply a model
 looks, as three figures over a set of distributions over source positions: the mean peak
@@ -320,7 +322,27 @@ def run_monotonic_mismatch(args):
     ]
     for label, nll, dal, share in rows:
         lines.append(f"{label}\t{nll:.4f}\t{dal:.3f}\t" + ("-" if share is None else f"{share:.3f}"))
+    lines += [f"# {line}" for line in energy_ceilings(model)]
     return "\n".join(lines)
+
+
+def energy_ceilings(model):
+    """One line per monotonic head: its energy's scale and bias, and the largest energy any input
+    can give it (:meth:`..attention.monotonic.MonotonicEnergy.ceiling`) with the stopping
+    probability that allows: a head whose ceiling is below logit(0.9) = 2.2 cannot make a
+    confident stop anywhere."""
+    from .attention.monotonic import MonotonicAttentionBase
+
+    lines = []
+    for head in (m for m in model.modules() if isinstance(m, MonotonicAttentionBase)):
+        energy = head.energy
+        scale = f"g {energy.g.item():.4f}" if energy.g is not None else f"||v|| {energy.v.norm().item():.4f}"
+        ceiling = energy.ceiling()
+        lines.append(
+            f"energy ({energy.form}): {scale}, r {energy.r.item():.4f}; ceiling {ceiling:.3f}: "
+            f"noise-free p <= {1 / (1 + math.exp(-ceiling)):.3f}"
+        )
+    return lines
 
 
 def sharpness(distributions):

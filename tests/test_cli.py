@@ -5,6 +5,7 @@ checkpoints load under torch >= 2.6, statistics are written), not quality.
 """
 
 import json
+import math
 import re
 import shutil
 
@@ -313,6 +314,14 @@ def test_monotonic_stop_and_the_mismatch_analysis(trained, toy_data_bin, tmp_pat
     assert clean[0] == "expected, noise 0" and noisy[0] == "expected, noise 4"
     assert all(float(row[2]) >= 1 for row in (hard, clean, noisy))  # DAL >= one token read
     assert hard[3] == "-" and all(0 <= float(row[3]) <= 1 for row in (clean, noisy))
+    head = re.fullmatch(
+        r"# energy \(normalized\): g (\S+), r (\S+); ceiling (\S+): noise-free p <= (\S+)", out[-1]
+    )
+    g, r, ceiling, p_max = map(float, head.groups())
+    # the L1 norm of a unit vector in d = 16 dims lies in [1, 4]: the ceiling lies in [r + g, r + 4 g]
+    assert r + abs(g) - 1e-3 <= ceiling <= r + 4 * abs(g) + 1e-3 and p_max == pytest.approx(
+        1 / (1 + math.exp(-ceiling)), abs=1e-3
+    )
     cumulative = run_cli(analysis + ["--path", str(ckpt), "--monotonic-stop", "cumulative"], cwd=REPO)
     row = cumulative.stdout.splitlines()[2].split("\t")
     assert row[0] == "hard policy (cumulative)" and float(row[2]) >= 1

@@ -47,8 +47,9 @@ OWNER_ARCH = {
     "milk": "lstm_milk",
     "waitk": "lstm_waitk",
 }
-# a valid value other than the default, for the wrong-arch cases
-OTHER_VALUE = {bool: "true", int: "5", float: "2.5", str: None}
+# a valid value other than the default, for the wrong-arch cases (None: a default that depends
+# on another flag, e.g. --monotonic-energy-scale-init's)
+OTHER_VALUE = {bool: "true", int: "5", float: "2.5", str: None, type(None): "2.5"}
 
 
 def model_actions():

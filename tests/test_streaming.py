@@ -195,6 +195,47 @@ def test_streaming_attention_refuses_a_bidirectional_encoder():
 
 
 @pytest.mark.parametrize("form", ["normalized", "unnormalized"])
+def test_monotonic_energy_scale_init_sets_the_scale_and_nothing_else(form):
+    """--monotonic-energy-scale-init G: g = G (normalized) or ||v|| = G (unnormalized), v's
+    direction and every other parameter as without the flag; without it g = 1/sqrt(attn_dim)."""
+    plain = build_model("lstm_milk", seed=5, monotonic_energy=form).decoder.attention
+    scaled = build_model("lstm_milk", seed=5, monotonic_energy=form, monotonic_energy_scale_init=2.5)
+    scaled = scaled.decoder.attention
+    if form == "normalized":
+        assert plain.energy.g.item() == pytest.approx(plain.attn_dim**-0.5) and scaled.energy.g.item() == 2.5
+        assert torch.equal(plain.energy.v, scaled.energy.v)
+    else:
+        assert scaled.energy.v.norm().item() == pytest.approx(2.5)
+        torch.testing.assert_close(scaled.energy.v / 2.5, plain.energy.v / plain.energy.v.norm())
+    others = [(n, p) for n, p in plain.named_parameters() if n not in ("energy.g", "energy.v")]
+    assert others and all(torch.equal(p, scaled.get_parameter(n)) for n, p in others)
+
+
+@pytest.mark.parametrize("form", ["normalized", "unnormalized"])
+def test_monotonic_energy_ceiling_is_the_largest_energy_any_input_gives(form):
+    """MonotonicEnergy.ceiling: a thousand random queries and keys, however large, stay below
+    it, and a key bias that saturates tanh to sign(v) reaches it."""
+    energy = build_model("lstm_milk", seed=6, monotonic_energy=form, monotonic_energy_scale_init=0.7)
+    energy = energy.decoder.attention.energy
+    ceiling = energy.ceiling()
+    torch.manual_seed(0)
+    queries, keys_in = (
+        torch.randn(1000, energy.query_proj.in_features),
+        torch.randn(1000, 3, energy.key_proj.in_features),
+    )
+    with torch.no_grad():
+        assert energy.energies(queries * 10, energy.keys(keys_in * 10)).max().item() <= ceiling + 1e-6
+        energy.key_proj.bias.copy_(100 * torch.sign(energy.v))  # tanh(100 sign(v) + ...) = sign(v)
+        energy.key_proj.weight.zero_()
+        energy.query_proj.weight.zero_()
+        top = energy.energies(queries[:1], energy.keys(keys_in[:1])).max().item()
+    # sign(v) . (g v/||v||) = g ||v||_1/||v||, plus r; computed here from the parameters
+    direction = energy.v.detach() * (1.0 if energy.g is None else energy.g.item() / energy.v.norm().item())
+    expected = sum(abs(x) for x in direction.tolist()) + energy.r.item()
+    assert top == pytest.approx(ceiling, abs=1e-5) and ceiling == pytest.approx(expected, abs=1e-5)
+
+
+@pytest.mark.parametrize("form", ["normalized", "unnormalized"])
 def test_monotonic_energy_forms_by_hand(form):
     """--monotonic-energy: g v^T/||v|| tanh(W q + V h + b) + r (MILk Eq. 7) or, unnormalized,
     v^T tanh(W q + V h + b) + r with no g; the per-position energy of the hard head agrees, and

@@ -5,12 +5,17 @@ All three share the head. Its energy is Raffel's normalised form::
 
     e_ij = g v^T / ||v|| tanh(W s_{i-1} + V h_j + b) + r             (MILk Eq. 7)
 
-with scalars g (initialised to 1/sqrt(attn_dim)) and r (``--monotonic-energy-bias-init``,
-default -4: Raffel et al. advise a negative r so that p starts small and the head starts by
-moving forward, i.e. reading). s_{i-1} is the query h_{t-1} of this Bahdanau-order decoder.
+with scalars g (``--monotonic-energy-scale-init``, default 1/sqrt(attn_dim) as in TensorFlow's
+and Lingvo's monotonic attention) and r (``--monotonic-energy-bias-init``, default -4: Raffel et
+al. advise a negative r so that p starts small and the head starts by moving forward, i.e.
+reading). No input can raise the energy above ``||g v/||v|| ||_1 + r`` (tanh is bounded by 1;
+:meth:`MonotonicEnergy.ceiling`): at the default g that is r + 1 at most, so p > 1/2 needs g to
+grow first. s_{i-1} is the query h_{t-1} of this Bahdanau-order decoder.
 ``--monotonic-energy unnormalized`` drops the weight normalisation, e_ij = v^T tanh(W s_{i-1} +
 V h_j + b) + r (fairseq's and TensorFlow Addons' additive monotonic energy without their
-``normalize`` option): ||v|| then bounds the energy's range by itself, which can grow freely.
+``normalize`` option): ||v|| then bounds the energy's range by itself, which can grow freely;
+``--monotonic-energy-scale-init`` then sets ||v|| at initialisation (default: v uniform in
++-1/sqrt(attn_dim), ||v|| about 0.58).
 
 **Training** (``model.train()``): the expected alignment alpha_i of
 :func:`..monotonic.monotonic_alignment_step`, with p_ij = sigmoid(e_ij + N(0, n)) where n is
@@ -48,7 +53,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import finite_float, non_negative_float, positive_int
+from ..errors import finite_float, non_negative_float, positive_float, positive_int
 from ..monotonic import (
     expected_delay,
     initial_log_alpha,
@@ -69,7 +74,13 @@ class MonotonicEnergy(nn.Module):
     (``unnormalized``, no g), split into cached keys and a per-step part."""
 
     def __init__(
-        self, query_dim: int, key_dim: int, attn_dim: int, bias_init: float, form: str = "normalized"
+        self,
+        query_dim: int,
+        key_dim: int,
+        attn_dim: int,
+        bias_init: float,
+        form: str = "normalized",
+        scale_init: float | None = None,
     ):
         super().__init__()
         if form not in ENERGY_FORMS:
@@ -80,8 +91,12 @@ class MonotonicEnergy(nn.Module):
         self.query_proj = nn.Linear(query_dim, attn_dim, bias=False)  # W
         self.key_proj = nn.Linear(key_dim, attn_dim, bias=True)  # V, b
         bound = 1.0 / math.sqrt(attn_dim)
-        self.v = nn.Parameter(torch.empty(attn_dim).uniform_(-bound, bound))
-        self.g = nn.Parameter(torch.tensor(bound)) if form == "normalized" else None
+        v = torch.empty(attn_dim).uniform_(-bound, bound)
+        if form == "unnormalized" and scale_init is not None:
+            v = v * (scale_init / v.norm())
+        self.v = nn.Parameter(v)
+        g = bound if scale_init is None else float(scale_init)
+        self.g = nn.Parameter(torch.tensor(g)) if form == "normalized" else None
         self.r = nn.Parameter(torch.tensor(float(bias_init)))
 
     def keys(self, keys_in: Tensor) -> Tensor:
@@ -90,6 +105,12 @@ class MonotonicEnergy(nn.Module):
 
     def _direction(self) -> Tensor:
         return self.v if self.g is None else self.g * self.v / self.v.norm()
+
+    def ceiling(self) -> float:
+        """The largest energy any input can give: ||g v/||v|| ||_1 + r (or ||v||_1 + r), reached
+        where tanh(W q + V h + b) = sign(v). sigmoid(ceiling) bounds every noise-free p."""
+        with torch.no_grad():
+            return float(self._direction().abs().sum() + self.r)
 
     def energies(self, query: Tensor, keys: Tensor) -> Tensor:
         """query: batch x query_dim; keys: batch x n x attn_dim -> batch x n."""
@@ -120,6 +141,7 @@ class MonotonicAttentionBase(Attention):
             self.attn_dim,
             getattr(args, "monotonic_energy_bias_init", -4.0),
             getattr(args, "monotonic_energy", None) or "normalized",
+            getattr(args, "monotonic_energy_scale_init", None),
         )
 
     @staticmethod
@@ -144,6 +166,15 @@ class MonotonicAttentionBase(Attention):
             metavar="R",
             help="initial value of the monotonic energy's scalar bias r (negative: the head "
             "starts by reading; default -4)",
+        )
+        parser.add_argument(
+            "--monotonic-energy-scale-init",
+            type=positive_float,
+            metavar="G",
+            help="initial scale of the monotonic energy: g of the normalized form (default "
+            "1/sqrt(attention dim), as TensorFlow and Lingvo), ||v|| of the unnormalized one "
+            "(default: v uniform in +-1/sqrt(attention dim)); no input lifts the energy above r "
+            "plus the scale times sqrt(attention dim)",
         )
 
     def precompute(self, keys_in, src_pad, summary=None):

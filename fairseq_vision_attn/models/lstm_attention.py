@@ -480,6 +480,7 @@ MECHANISM_FLAGS = {
     "monotonic_noise_var": (_MONOTONIC, 4.0),
     "monotonic_energy_bias_init": (_MONOTONIC, -4.0),
     "monotonic_energy": (_MONOTONIC, "normalized"),
+    "monotonic_energy_scale_init": (_MONOTONIC, None),  # None: each form's own initialisation
     "mocha_chunk_size": (("mocha",), 8),
     "waitk_lagging": (("waitk",), 3),
     "waitk_rate": (("waitk",), 1.0),
