@@ -205,6 +205,24 @@ def test_streaming_arch_trains_with_the_latency_loss(arch, toy_data_bin, tmp_pat
     assert "BLEU4" in out.stdout
 
 
+def test_latency_warmup_keeps_the_latency_term_out_of_training_only(toy_data_bin, tmp_path):
+    """--latency-warmup-updates longer than the run: fairseq-train's training lines log no latency
+    loss (the term is off), its validation lines do (validation always includes it)."""
+    proc = run_cli(
+        train_args(toy_data_bin, tmp_path, "lstm_milk", "--criterion", "latency_augmented_cross_entropy")
+        + ["--latency-weight", "0.5", "--latency-warmup-updates", "100000"],
+        cwd=REPO,
+    )
+    log = (proc.stdout + proc.stderr).splitlines()
+    latency = {
+        kind: float(
+            re.search(r"\| latency_loss ([0-9.]+)", next(line for line in log if f"| {kind} |" in line))[1]
+        )
+        for kind in ("train", "valid")
+    }
+    assert latency["train"] == 0 and latency["valid"] > 0, latency
+
+
 @pytest.mark.parametrize("arch", our_archs())
 def test_interactive_reads_piped_input(arch, trained, toy_data_bin, tmp_path):
     """Every arch through fairseq-interactive on piped input: an empty line, unknown words and
@@ -543,6 +561,11 @@ BAD = [
         "lstm_milk",
         ["--criterion", "latency_augmented_cross_entropy", "--latency-metric", "al"],
         "--latency-metric",
+    ),
+    (
+        "lstm_milk",
+        ["--criterion", "latency_augmented_cross_entropy", "--latency-warmup-updates", "-1"],
+        "--latency-warmup-updates",
     ),
     ("lstm_global", ["--criterion", "latency_augmented_cross_entropy"], "needs a streaming arch"),
     ("lstm_global", ["--criterion", "flexible_attention_cross_entropy"], "flexible"),

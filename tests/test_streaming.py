@@ -157,6 +157,33 @@ def test_latency_weight_zero_is_exactly_cross_entropy_and_lambda_adds_dal(arch):
     torch.testing.assert_close(log["latency_loss_sum"], 0.5 * dal.sum())
 
 
+def test_latency_warmup_leaves_the_term_out_of_the_first_training_updates():
+    """--latency-warmup-updates N: in training, before update N the loss is plain cross-entropy
+    bit for bit (as lambda = 0), from update N on it is the lambda loss; in evaluation the term is
+    always there; a negative N is refused."""
+    model = build_model("lstm_milk", seed=7)
+    task = FakeTask(model.encoder.dictionary, model.decoder.dictionary)
+    sample = make_sample(model, [6, 4], tgt_len=5, seed=7)
+    plain = LatencyAugmentedCrossEntropyCriterion(task, False, 0.0, latency_weight=0.0)
+    full = LatencyAugmentedCrossEntropyCriterion(task, False, 0.0, latency_weight=0.5)
+    warm = LatencyAugmentedCrossEntropyCriterion(
+        task, False, 0.0, latency_weight=0.5, latency_warmup_updates=3
+    )
+    for training in (True, False):
+        model.train(training)
+        for update in (0, 2, 3, 10):
+            warm.set_num_updates(update)
+            expected = plain if training and update < 3 else full
+            torch.manual_seed(update)  # the same training noise for both
+            loss, _, log = warm(model, sample)
+            torch.manual_seed(update)
+            reference, _, reference_log = expected(model, sample)
+            assert torch.equal(loss, reference), (training, update)
+            assert torch.equal(log["latency_loss_sum"], reference_log["latency_loss_sum"])
+    with pytest.raises(VisionAttnError, match="--latency-warmup-updates"):
+        LatencyAugmentedCrossEntropyCriterion(task, False, 0.0, latency_warmup_updates=-1)
+
+
 @pytest.mark.parametrize("arch", HEADED)
 def test_expected_delay_gradient_reaches_the_monotonic_energy(arch):
     """The latency term alone trains the head: raising the bias r stops it earlier."""

@@ -11,6 +11,14 @@ default 0) summed over target tokens, as every fairseq criterion; the latency te
 over sentences, each sentence's C on its own |x| and |y| (EOS included on both sides), so
 both terms are divided alike by fairseq's sample size.
 
+``--latency-warmup-updates N`` (default 0) leaves the latency term out of the first N training
+updates (the task passes fairseq's update count to the criterion; validation always includes it,
+so that the plateau rule and the best checkpoint see one objective): the model first learns as
+full attention what it needs to read, then lambda applies. Measured on De-En (docs/results.md,
+"MILk's energy ceiling"): with a head whose energy can make discrete stops from the start
+(``--monotonic-energy-scale-init 1``), lambda from the first update sends the head to the first
+source token for every output token; after three epochs without it, the head stops at DAL 4.8.
+
 Logged as training and validation metrics, averaged over sentences: ``dal`` and ``ap`` (both,
 whichever drives the loss), and ``latency_loss`` (lambda * C, summed, per sentence).
 """
@@ -42,6 +50,13 @@ class LatencyAugmentedCrossEntropyConfig(LabelSmoothedCrossEntropyCriterionConfi
         default="dal",
         metadata={"help": "the latency C(g) of Eq. 15, on expected delays: dal or ap"},
     )
+    latency_warmup_updates: int = field(
+        default=0,
+        metadata={
+            "help": "training updates at the start without the latency term (0 = none; "
+            "validation always includes it)"
+        },
+    )
 
 
 @register_criterion("latency_augmented_cross_entropy", dataclass=LatencyAugmentedCrossEntropyConfig)
@@ -53,6 +68,7 @@ class LatencyAugmentedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         label_smoothing,
         latency_weight=0.0,
         latency_metric="dal",
+        latency_warmup_updates=0,
         ignore_prefix_size=0,
         report_accuracy=False,
     ):
@@ -64,8 +80,23 @@ class LatencyAugmentedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
             raise VisionAttnError(
                 f"--latency-metric: unknown metric {metric!r}; valid choices: {', '.join(LATENCY_METRICS)}"
             )
+        if not latency_warmup_updates >= 0:
+            raise VisionAttnError(
+                f"--latency-warmup-updates must be a whole number >= 0, got {latency_warmup_updates}"
+            )
         self.latency_weight = latency_weight
         self.latency_metric = metric
+        self.latency_warmup_updates = latency_warmup_updates
+        self.num_updates = 0  # fairseq's update count, set by the task before each training step
+
+    def set_num_updates(self, num_updates):
+        self.num_updates = num_updates
+
+    def current_latency_weight(self, model):
+        """lambda, or 0 in training during the first ``--latency-warmup-updates`` updates."""
+        if model.training and self.num_updates < self.latency_warmup_updates:
+            return 0.0
+        return self.latency_weight
 
     #: what a model must have for this criterion (checked when the task builds it, and again here)
     NEEDS = (
@@ -86,8 +117,9 @@ class LatencyAugmentedCrossEntropyCriterion(LabelSmoothedCrossEntropyCriterion):
         src_len = sample["net_input"]["src_lengths"]  # batch, EOS included
         delays = extras["delay"]
         latency = {name: fn(delays, src_len, target_mask) for name, fn in LATENCY_METRICS.items()}
-        latency_loss = self.latency_weight * latency[self.latency_metric].sum()
-        if self.latency_weight > 0:
+        weight = self.current_latency_weight(model)
+        latency_loss = weight * latency[self.latency_metric].sum()
+        if weight > 0:
             loss = loss + latency_loss.to(loss.dtype)
         sample_size, logging_output = common.logging_output(
             self,

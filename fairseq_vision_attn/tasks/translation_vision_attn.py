@@ -231,6 +231,13 @@ class TranslationVisionAttnTask(TranslationTask):
             raise VisionAttnError(f"{criterion.NEEDS}; this model's attention is {name!r}")
         return criterion
 
+    def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
+        """As fairseq's; a criterion with a schedule (``set_num_updates``, e.g. the latency
+        term's ``--latency-warmup-updates``) first learns fairseq's update count."""
+        if hasattr(criterion, "set_num_updates"):
+            criterion.set_num_updates(update_num)
+        return super().train_step(sample, model, criterion, optimizer, update_num, ignore_grad)
+
     def build_dataset_for_inference(self, src_tokens, src_lengths, constraints=None):
         """fairseq-interactive's input, one buffer of lines at a time: remember which input
         lines it holds, so that an over-long line can be named and skipped."""
