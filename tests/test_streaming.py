@@ -160,9 +160,12 @@ def test_latency_weight_zero_is_exactly_cross_entropy_and_lambda_adds_dal(arch):
 def test_latency_warmup_leaves_the_term_out_of_the_first_training_updates():
     """--latency-warmup-updates N: in training, before update N the loss is plain cross-entropy
     bit for bit (as lambda = 0), from update N on it is the lambda loss; in evaluation the term is
-    always there; a negative N is refused."""
+    always there; a negative N, or a task that does not pass the update count, is refused."""
     model = build_model("lstm_milk", seed=7)
     task = FakeTask(model.encoder.dictionary, model.decoder.dictionary)
+    with pytest.raises(VisionAttnError, match="needs --task translation_vision_attn"):
+        LatencyAugmentedCrossEntropyCriterion(task, False, 0.0, latency_weight=0.5, latency_warmup_updates=3)
+    task.passes_num_updates_to_criterion = True  # as TranslationVisionAttnTask
     sample = make_sample(model, [6, 4], tgt_len=5, seed=7)
     plain = LatencyAugmentedCrossEntropyCriterion(task, False, 0.0, latency_weight=0.0)
     full = LatencyAugmentedCrossEntropyCriterion(task, False, 0.0, latency_weight=0.5)

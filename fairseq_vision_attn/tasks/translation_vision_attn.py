@@ -151,6 +151,7 @@ class RightPaddedAlignmentGenerator(SequenceGeneratorWithAlignment):
 @register_task("translation_vision_attn", dataclass=TranslationVisionAttnConfig)
 class TranslationVisionAttnTask(TranslationTask):
     cfg: TranslationVisionAttnConfig
+    passes_num_updates_to_criterion = True  # train_step below; --latency-warmup-updates needs it
 
     def __init__(self, cfg, src_dict, tgt_dict):
         super().__init__(cfg, src_dict, tgt_dict)
