@@ -214,6 +214,13 @@ def uncertain_stop_mass(alpha, p_choose, low=0.1, high=0.9):
     return float((alpha * uncertain).sum()), float(alpha.sum())
 
 
+def monotonic_heads(model):
+    """The model's monotonic, MoChA and MILk attention modules (those with a read/write head)."""
+    from .attention.monotonic import MonotonicAttentionBase
+
+    return [m for m in model.modules() if isinstance(m, MonotonicAttentionBase)]
+
+
 def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energy"):
     """Teacher-forced NLL and DAL of a streaming model under the hard policy and the expected
     alignment.
@@ -234,11 +241,10 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energ
     """
     import torch
 
-    from .attention.monotonic import MonotonicAttentionBase
     from .criterions.common import attention_extras
     from .latency import differentiable_average_lagging
 
-    heads = [m for m in model.modules() if isinstance(m, MonotonicAttentionBase)]
+    heads = monotonic_heads(model)
     if not heads:
         raise ValueError("the model has no monotonic head: give a monotonic, MoChA or MILk checkpoint")
     saved = [(m.noise_var, m.stop_rule) for m in heads]
@@ -331,10 +337,8 @@ def energy_ceilings(model):
     can give it (:meth:`..attention.monotonic.MonotonicEnergy.ceiling`) with the stopping
     probability that allows: a head whose ceiling is below logit(0.9) = 2.2 cannot make a
     confident stop anywhere."""
-    from .attention.monotonic import MonotonicAttentionBase
-
     lines = []
-    for head in (m for m in model.modules() if isinstance(m, MonotonicAttentionBase)):
+    for head in monotonic_heads(model):
         energy = head.energy
         scale = f"g {energy.g.item():.4f}" if energy.g is not None else f"||v|| {energy.v.norm().item():.4f}"
         ceiling = energy.ceiling()

@@ -14,12 +14,9 @@ both terms are divided alike by fairseq's sample size.
 ``--latency-warmup-updates N`` (default 0) leaves the latency term out of the first N training
 updates (the task passes fairseq's update count to the criterion; validation always includes it,
 so that the plateau rule and the best checkpoint see one objective): the model first learns as
-full attention what it needs to read, then lambda applies. Measured on De-En (docs/results.md,
-"MILk's energy ceiling"): with a head whose energy can make discrete stops from the start
-(``--monotonic-energy-scale-init 1``), lambda from the first update sends the head to the first
-source token for every output token; after three epochs without it, the head stopped at a DAL
-of 3.8-4.8 over the next five epochs. Only ``--task translation_vision_attn`` passes the count: any
-other task with a warm-up is refused.
+full attention what it needs to read, then lambda applies (why a head that can stop decisively
+from the start needs it: docs/results.md, "MILk's energy ceiling"). Only ``--task
+translation_vision_attn`` passes the count: any other task with a warm-up is refused.
 
 Logged as training and validation metrics, averaged over sentences: ``dal`` and ``ap`` (both,
 whichever drives the loss), and ``latency_loss`` (lambda * C, summed, per sentence).
