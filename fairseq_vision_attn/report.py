@@ -1,7 +1,7 @@
 """Score fairseq-generate outputs with sacrebleu and print one table, one row per system.
 
     python -m fairseq_vision_attn.report NAME=GEN_OUTPUT[:STATS_JSONL] ... [--tokenize none]
-        [--common] [--paired-bs]
+        [--common] [--paired-bs] [--curve NAME,NAME,... [--curve-latency DAL AL ...]]
 
 GEN_OUTPUT is fairseq-generate's stdout (``H-``/``D-`` and ``T-`` lines). The optional
 STATS_JSONL is its ``--stats-output``; each per-sentence number (``src_len``, ``AL`` ...) is
@@ -11,6 +11,12 @@ averaged over sentences and each per-token list (``window_sizes`` ...) over toke
 by a time limit holds the shortest sentences only) and adds a ``sentences`` column;
 ``--paired-bs`` also adds sacrebleu's paired bootstrap p-value (1,000 resamples, seed
 SACREBLEU_SEED, default 12345) of each system's BLEU against the first system's.
+
+``--curve wait-1,wait-3,wait-5`` names the systems of a baseline curve (MILk's claim is "at or
+above the wait-k curve"): for every latency in ``--curve-latency`` (default DAL) a column
+``to_curve_DAL`` gives each other system's BLEU minus the BLEU of the piecewise-linear curve
+through the baselines' (latency, BLEU) points at that system's latency; ``-`` for the baselines
+themselves and for a latency outside the curve's range (no extrapolation).
 """
 
 import argparse
@@ -120,6 +126,18 @@ def ribes(gen_path, ids=None):
     return 100.0 * total / max(len(hyps), 1)
 
 
+def curve_bleu(points, latency):
+    """BLEU of the piecewise-linear curve through ``points`` ((latency, BLEU) pairs) at
+    ``latency``; None outside the points' latency range (a tie takes the first point's BLEU)."""
+    points = sorted(points)
+    if not points[0][0] <= latency <= points[-1][0]:
+        return None
+    for (x0, y0), (x1, y1) in zip(points, points[1:]):
+        if x0 <= latency <= x1:
+            return y0 if x1 == x0 else y0 + (latency - x0) * (y1 - y0) / (x1 - x0)
+    return points[0][1]  # a single latency: every point sits at it
+
+
 def _cell(value, column):
     if value is None:
         return "-"
@@ -163,11 +181,51 @@ def get_parser():
         "system's (sacrebleu, 1,000 resamples; implies --common)",
     )
     parser.add_argument(
+        "--curve",
+        metavar="NAME,NAME[,...]",
+        help="the baseline systems of a latency/quality curve (at least two, each with its "
+        "STATS_JSONL): add each other system's BLEU distance to it (see --curve-latency)",
+    )
+    parser.add_argument(
+        "--curve-latency",
+        nargs="+",
+        default=["DAL"],
+        metavar="METRIC",
+        help="latency statistics the curve is drawn in, one to_curve_METRIC column each "
+        "(default: DAL; e.g. DAL AL LAAL)",
+    )
+    parser.add_argument(
         "--points",
         action="store_true",
         help="print 'NAME<TAB>window<TAB>BLEU' lines (for plots tradeoff) instead of a table",
     )
     return parser
+
+
+def add_curve_distances(rows, baselines, metrics):
+    """Add ``to_curve_METRIC`` to each row's statistics (see the module docstring); return the
+    new column names."""
+    by_name = {name: (bleu, stats) for name, bleu, stats in rows}
+    unknown = [name for name in baselines if name not in by_name]
+    if unknown:
+        raise VisionAttnError(f"--curve: no system named {', '.join(unknown)}; systems: {', '.join(by_name)}")
+    if len(set(baselines)) < 2:
+        raise VisionAttnError("--curve: a curve needs at least two baseline systems")
+    columns = []
+    for metric in metrics:
+        missing = [name for name in baselines if metric not in by_name[name][1]]
+        if missing:
+            raise VisionAttnError(
+                f"--curve: {', '.join(missing)} has no {metric} (give its STATS_JSONL; "
+                f"statistics: {', '.join(sorted(by_name[missing[0]][1])) or 'none'})"
+            )
+        points = [(by_name[name][1][metric], by_name[name][0]) for name in baselines]
+        column = f"to_curve_{metric}"
+        for name, bleu, stats in rows:
+            on_curve = None if name in baselines or metric not in stats else curve_bleu(points, stats[metric])
+            stats[column] = None if on_curve is None else bleu - on_curve
+        columns.append(column)
+    return columns
 
 
 @one_line_errors
@@ -204,6 +262,8 @@ def main(argv=None):
             stats = {"sentences": len(ids), **stats}
         columns += [c for c in stats if c not in columns]
         rows.append((name, score(gen_path, args.tokenize, ids), stats))
+    if args.curve:
+        columns += add_curve_distances(rows, args.curve.split(","), args.curve_latency)
     if args.points:
         for name, bleu, stats in rows:
             print(f"{name}\t{stats.get('window_sizes', float('nan')):.3f}\t{bleu:.2f}")

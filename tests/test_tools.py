@@ -419,3 +419,36 @@ def test_uncertain_stop_mass_counts_stops_where_p_is_neither_0_nor_1():
     # row 0: only position 1 (p 0.5) is uncertain -> 0.3; row 1: 0.1 is not (strict), 0.89 is -> 0.4
     assert uncertain_stop_mass(alpha, p) == pytest.approx((0.7, 2.0))
     assert uncertain_stop_mass(alpha, torch.full_like(p, 0.99)) == pytest.approx((0.0, 2.0))
+
+
+def test_report_distance_to_a_baseline_curve(tmp_path, capsys):
+    """--curve: BLEU 0 at DAL 2 and BLEU 100 at DAL 6 make a line that gives 25 at DAL 3 and
+    50 at DAL 4, so a perfect system at DAL 3 is 75 above it and a garbage one at DAL 4 is 50
+    below; a system past DAL 6, the baselines themselves and a system without statistics get
+    no distance. AL draws another curve from the same files (AL = DAL / 2 here)."""
+    refs = [f"w{i} x{i} y{i} z{i} v{i}" for i in range(10)]
+
+    def system(name, perfect, dal):
+        gen, stats = tmp_path / f"{name}.txt", tmp_path / f"{name}.jsonl"
+        hyps = refs if perfect else ["q q q q q"] * len(refs)
+        gen.write_text("".join(f"T-{i}\t{r}\nD-{i}\t-0.1\t{h}\n" for i, (r, h) in enumerate(zip(refs, hyps))))
+        stats.write_text("\n".join(json.dumps({"id": i, "DAL": dal, "AL": dal / 2}) for i in range(10)))
+        return f"{name}={gen}:{stats}"
+
+    specs = [system("low", False, 2.0), system("high", True, 6.0), system("good", True, 3.0)]
+    specs += [system("bad", False, 4.0), system("slow", True, 7.0), f"bare={tmp_path / 'good.txt'}"]
+    report.main(specs + ["--curve", "low,high", "--curve-latency", "DAL", "AL"])
+    rows = {r[0]: r for r in (line.split("\t") for line in capsys.readouterr().out.splitlines())}
+    assert rows["system"][-2:] == ["to_curve_DAL", "to_curve_AL"]
+    assert rows["good"][-2:] == ["75.00", "75.00"] and rows["bad"][-2:] == ["-50.00", "-50.00"]
+    assert all(rows[name][-2:] == ["-", "-"] for name in ("slow", "low", "bare"))
+    assert report.curve_bleu([(1.0, 10.0), (1.0, 30.0)], 1.0) == 10.0
+
+    for curve, message in [
+        ("low,nothing", "--curve: no system named nothing; systems: low, high, good, bad, slow, bare"),
+        ("low,low", "--curve: a curve needs at least two baseline systems"),
+        ("low,bare", "--curve: bare has no DAL (give its STATS_JSONL; statistics: none)"),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            report.main(specs + ["--curve", curve])
+        assert exit_.value.code == 2 and capsys.readouterr().err.strip().endswith(message)
