@@ -34,7 +34,7 @@ import torch
 from simuleval.agents import TextToTextAgent
 from simuleval.agents.actions import ReadAction, WriteAction
 
-from .attention.monotonic import STOP_RULES
+from .attention.monotonic import STOP_RULES, check_stop_threshold
 from .errors import VisionAttnError
 from .simultaneous import streaming_attention
 
@@ -83,6 +83,14 @@ class StreamingAgent(TextToTextAgent):
                     "(lstm_monotonic, lstm_mocha, lstm_milk)"
                 )
             mechanism.stop_rule = args.monotonic_stop
+        q = args.monotonic_stop_threshold
+        if q is not None:
+            if not hasattr(mechanism, "stop_threshold"):
+                raise VisionAttnError(
+                    "--monotonic-stop-threshold needs a model with a monotonic head "
+                    "(lstm_monotonic, lstm_mocha, lstm_milk)"
+                )
+            mechanism.stop_threshold = check_stop_threshold(q)
         self.src_dict, self.tgt_dict = task.source_dictionary, task.target_dictionary
         self.max_len_a, self.max_len_b = args.max_len_a, args.max_len_b
         self.written: List[int] = []
@@ -101,6 +109,12 @@ class StreamingAgent(TextToTextAgent):
             choices=STOP_RULES,
             default=None,
             help="monotonic head's test-time rule: energy (default) or cumulative (as fairseq-generate's)",
+        )
+        parser.add_argument(
+            "--monotonic-stop-threshold",
+            type=float,
+            default=None,
+            help="where that rule stops instead of 1/2 (0 < Q < 1; as fairseq-generate's)",
         )
 
     def reset(self):

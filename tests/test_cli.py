@@ -290,15 +290,18 @@ def test_streaming_decoding_flags_and_input(trained, toy_data_bin, tmp_path):
 
 
 def test_monotonic_stop_and_the_mismatch_analysis(trained, toy_data_bin, tmp_path):
-    """--monotonic-stop: energy is the default rule (same output as without the flag),
-    cumulative decodes (one delay per token, non-decreasing), any other value and any model
-    without a monotonic head are refused in one line. analysis monotonic-mismatch's hard-policy
+    """--monotonic-stop: energy is the default rule (same output as without the flag), and so is
+    --monotonic-stop-threshold 0.5; cumulative decodes (one delay per token, non-decreasing), any
+    other rule, a threshold outside (0, 1) and any model without a monotonic head are refused in
+    one line. analysis monotonic-mismatch's hard-policy
     NLL is what fairseq-validate reports for the checkpoint."""
     ckpt = trained["lstm_milk"] / "checkpoint_best.pt"
     plain = run_cli(generate_args(toy_data_bin, ckpt), cwd=REPO).stdout
     energy = run_cli(generate_args(toy_data_bin, ckpt, "--monotonic-stop", "energy"), cwd=REPO).stdout
     hypotheses = [line for line in plain.splitlines() if line.startswith("H-")]
     assert hypotheses and hypotheses == [line for line in energy.splitlines() if line.startswith("H-")]
+    half = run_cli(generate_args(toy_data_bin, ckpt, "--monotonic-stop-threshold", "0.5"), cwd=REPO).stdout
+    assert hypotheses == [line for line in half.splitlines() if line.startswith("H-")]
     stats = tmp_path / "cumulative.jsonl"
     run_cli(
         generate_args(toy_data_bin, ckpt, "--monotonic-stop", "cumulative", "--stats-output", str(stats)),
@@ -310,6 +313,14 @@ def test_monotonic_stop_and_the_mismatch_analysis(trained, toy_data_bin, tmp_pat
     waitk = trained["lstm_waitk"] / "checkpoint_best.pt"
     for args, message in [
         (generate_args(toy_data_bin, ckpt, "--monotonic-stop", "median"), "choices: energy, cumulative"),
+        (
+            generate_args(toy_data_bin, ckpt, "--monotonic-stop-threshold", "1"),
+            "--monotonic-stop-threshold must lie strictly between 0 and 1, got 1.0",
+        ),
+        (
+            generate_args(toy_data_bin, waitk, "--monotonic-stop-threshold", "0.7"),
+            "--monotonic-stop-threshold needs a model with a monotonic head",
+        ),
         (
             generate_args(toy_data_bin, waitk, "--monotonic-stop", "energy"),
             "--monotonic-stop needs a model with a monotonic head",
@@ -376,13 +387,19 @@ def test_mismatch_share_of_uncertain_stops_follows_the_head_energies(trained, to
 
 @pytest.mark.parametrize(
     "arch, flags",
-    [("lstm_milk", []), ("lstm_milk", ["--monotonic-stop", "cumulative"]), ("lstm_waitk", [])],
+    [
+        ("lstm_milk", []),
+        ("lstm_milk", ["--monotonic-stop", "cumulative"]),
+        ("lstm_milk", ["--monotonic-stop", "cumulative", "--monotonic-stop-threshold", "0.7"]),
+        ("lstm_waitk", []),
+    ],
 )
 def test_simuleval_agent_agrees_with_the_generator(arch, flags, trained, toy_data_bin, tmp_path):
     """SimulEval 1.1.4's own CLI with this package's agent: same translations, the same delays
     (in SimulEval's units, simuleval_delays), and SimulEval's default metrics (LAAL, AL, AP, DAL,
     ATD) equal ours on them, empty hypotheses skipped by both; also with the cumulative
-    stopping rule, whose decisions must not change when the source arrives token by token."""
+    stopping rule, whose decisions must not change when the source arrives token by token, at
+    the default threshold and at another one."""
     pytest.importorskip("simuleval", reason="SimulEval is not installed (pip install .[simuleval])")
     from fairseq_vision_attn.agent import simuleval_delays
 
@@ -976,6 +993,7 @@ def test_simuleval_agent_errors_are_one_line(trained, toy_data_bin, tmp_path):
     cases = [
         (["--checkpoint", milk, "--data-bin", str(tmp_path / "x")], f"{tmp_path / 'x'}: no such directory"),
         (["--checkpoint", plain], "is not a streaming checkpoint"),
+        (["--checkpoint", milk, "--monotonic-stop-threshold", "0"], "strictly between 0 and 1, got 0.0"),
         (["--checkpoint", str(tmp_path / "none.pt")], "Model file not found"),
     ]
     for extra, message in cases:

@@ -320,6 +320,53 @@ def test_cumulative_stop_is_the_median_of_the_stopping_distribution(name):
     assert earlier > 0, "the rules never differed: the test shows nothing"
 
 
+@pytest.mark.parametrize("rule", ["energy", "cumulative"])
+def test_stop_threshold_moves_where_either_rule_stops(rule):
+    """--monotonic-stop-threshold Q: from t_{i-1}, the energy rule stops at the first j with
+    sigmoid(e_ij) > Q, the cumulative rule at the first j where 1 - prod_k (1 - sigmoid(e_ik))
+    reaches Q (brute force over the hand-computed energies), at the last token at the latest;
+    a larger Q never stops earlier, and Q = 1/2 is the default rule bit for bit."""
+    import math
+
+    attn = make_head("milk")
+    attn.stop_rule = rule
+    with torch.no_grad():
+        attn.energy.g.fill_(3.0)
+        attn.energy.r.fill_(-1.0)  # moderate p: thresholds matter
+    lengths = [9, 6, 4]
+    keys, pad, g = head_inputs(lengths, seed=4)
+    cache = attn.precompute(keys, pad)
+    queries = [torch.randn(3, 4, generator=g, dtype=torch.float64) for _ in range(6)]
+
+    def decode(q):
+        attn.stop_threshold = q
+        state, heads = attn.init_state(cache), []
+        for query in queries:
+            state = attn.step(query, cache, state, None).state
+            heads.append(state["head"].tolist())
+        return heads
+
+    default = decode(0.5)
+    runs = {q: decode(q) for q in (0.2, 0.5, 0.8)}
+    assert runs[0.5] == default
+    for q, heads in runs.items():
+        start = [0, 0, 0]
+        for query, row in zip(queries, heads):
+            for b, n in enumerate(lengths):
+                p = [1.0 / (1.0 + math.exp(-e)) for e in scan_energies(attn, query, cache, b, n)]
+                going, j = 1.0, n - 1
+                for k in range(start[b], n):
+                    going *= 1.0 - p[k]
+                    if (p[k] > q) if rule == "energy" else (1.0 - going >= q):
+                        j = k
+                        break
+                assert row[b] == j, (q, b)
+                start[b] = j
+    flat = {q: [h for row in heads for h in row] for q, heads in runs.items()}
+    assert all(a <= b <= c for a, b, c in zip(flat[0.2], flat[0.5], flat[0.8]))
+    assert flat[0.2] != flat[0.8], "the thresholds never changed a stop: the test shows nothing"
+
+
 def test_cumulative_stop_equals_the_energy_rule_when_p_is_0_or_1():
     attn = make_head("milk")
     with torch.no_grad():

@@ -38,7 +38,9 @@ at the head's position only, so a step reads no source state beyond the head. fa
 ``--monotonic-stop cumulative`` (attribute ``stop_rule``) replaces "the first e_ij > 0" by
 the first j at which the head has stopped with probability >= 1/2 given t_{i-1}, i.e.
 prod_{k=t_{i-1}}^{j} (1 - p_ik) <= 1/2: the median of the stopping distribution the expected
-alignment trains on. The two agree when the p_ij are 0 or 1; with moderate p_ij the
+alignment trains on. ``--monotonic-stop-threshold Q`` (attribute ``stop_threshold``) moves
+either rule's 1/2 to Q (energy: p_ij > Q, i.e. e_ij > log(Q / (1 - Q))): a test-time latency
+knob, Q above 1/2 reads more. The two agree when the p_ij are 0 or 1; with moderate p_ij the
 cumulative rule stops earlier (``analysis monotonic-mismatch`` measures how far the expected
 delays lie below the hard ones). The state is
 the head (0-indexed), ``extras["delay"]`` is g_i = t_i (1-indexed: source tokens read), and
@@ -53,7 +55,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from ..errors import finite_float, non_negative_float, positive_float, positive_int
+from ..errors import VisionAttnError, finite_float, non_negative_float, positive_float, positive_int
 from ..monotonic import (
     expected_delay,
     initial_log_alpha,
@@ -67,6 +69,13 @@ from .registry import register_attention
 
 ENERGY_FORMS = ("normalized", "unnormalized")
 STOP_RULES = ("energy", "cumulative")  # the test-time rule (module docstring)
+
+
+def check_stop_threshold(q):
+    """``--monotonic-stop-threshold``'s value, refused outside (0, 1) in one line."""
+    if not 0.0 < q < 1.0:
+        raise VisionAttnError(f"--monotonic-stop-threshold must lie strictly between 0 and 1, got {q}")
+    return q
 
 
 class MonotonicEnergy(nn.Module):
@@ -135,6 +144,7 @@ class MonotonicAttentionBase(Attention):
         self.attn_dim = attention_dim(args, query_dim)
         self.noise_var = getattr(args, "monotonic_noise_var", 4.0)
         self.stop_rule = "energy"  # the test-time rule; fairseq-generate's --monotonic-stop
+        self.stop_threshold = 0.5  # where the rule stops; fairseq-generate's --monotonic-stop-threshold
         self.energy = MonotonicEnergy(
             query_dim,
             key_dim,
@@ -216,13 +226,14 @@ class MonotonicAttentionBase(Attention):
         starved = torch.zeros_like(moving)
         cumulative = self.stop_rule == "cumulative"
         log_going = torch.zeros(head.shape, device=head.device) if cumulative else None
+        q = self.stop_threshold  # 1/2 by default: energy > 0; prod (1 - p_j) <= 1/2
         while True:
             energy = self.energy.energy_at(query_part, keys, head)
-            if cumulative:  # P(stopped since the start) = 1 - prod (1 - p_j) reaches 1/2
+            if cumulative:  # P(stopped since the start) = 1 - prod (1 - p_j) reaches q
                 log_going = log_going + torch.where(moving, F.logsigmoid(-energy.float()), 0.0)
-                chose = log_going <= -math.log(2.0)
-            else:
-                chose = energy > 0
+                chose = log_going <= math.log1p(-q)
+            else:  # p_ij = sigmoid(e_ij) > q
+                chose = energy > math.log(q / (1.0 - q))
             at_end = head >= last
             if finished is not None:
                 starved = starved | (moving & at_end & ~chose & ~finished)

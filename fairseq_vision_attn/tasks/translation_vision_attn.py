@@ -47,7 +47,7 @@ from fairseq.sequence_generator import SequenceGeneratorWithAlignment
 from fairseq.tasks import register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from ..attention.monotonic import STOP_RULES
+from ..attention.monotonic import STOP_RULES, check_stop_threshold
 from ..errors import VisionAttnError
 from ..latency import latency_scores
 from ..models.lstm_attention import refuse_ignored_flags
@@ -76,6 +76,14 @@ class TranslationVisionAttnConfig(TranslationConfig):
             "help": "monotonic, MoChA, MILk: the test-time stopping rule: energy (stop at the first "
             "energy > 0, Raffel et al.; the default) or cumulative (stop once the probability of "
             "having stopped reaches 1/2, the median of the trained expected alignment)"
+        },
+    )
+    monotonic_stop_threshold: Optional[float] = field(
+        default=None,
+        metadata={
+            "help": "monotonic, MoChA, MILk: where the test-time rule stops instead of 1/2: energy "
+            "at the first p_ij > Q, cumulative once the probability of having stopped reaches Q "
+            "(0 < Q < 1; above 1/2 reads more: a latency knob to choose on valid)"
         },
     )
     test_waitk_lagging: Optional[int] = field(
@@ -163,6 +171,8 @@ class TranslationVisionAttnTask(TranslationTask):
                 f"--monotonic-stop: unknown rule {cfg.monotonic_stop!r}; "
                 f"valid choices: {', '.join(STOP_RULES)}"
             )
+        if cfg.monotonic_stop_threshold is not None:
+            check_stop_threshold(cfg.monotonic_stop_threshold)
         lagging = cfg.test_waitk_lagging
         if lagging is not None and lagging < 1:
             raise VisionAttnError(f"--test-waitk-lagging must be a positive integer, got {lagging}")
@@ -334,6 +344,16 @@ class TranslationVisionAttnTask(TranslationTask):
                 "stop_rule",
                 stop,
                 "--monotonic-stop",
+                "a model with a monotonic head (--arch lstm_monotonic, lstm_mocha or lstm_milk)",
+            )
+        q = getattr(self.cfg, "monotonic_stop_threshold", None)
+        if q is not None:
+            set_generation_flag(
+                model,
+                attention,
+                "stop_threshold",
+                q,
+                "--monotonic-stop-threshold",
                 "a model with a monotonic head (--arch lstm_monotonic, lstm_mocha or lstm_milk)",
             )
         lagging = self.cfg.test_waitk_lagging
