@@ -135,7 +135,7 @@ def curve_bleu(points, latency):
     for (x0, y0), (x1, y1) in zip(points, points[1:]):
         if x0 <= latency <= x1:
             return y0 if x1 == x0 else y0 + (latency - x0) * (y1 - y0) / (x1 - x0)
-    return points[0][1]  # a single latency: every point sits at it
+    raise AssertionError("unreachable: the latency lies between two neighbouring points")
 
 
 def _cell(value, column):
