@@ -331,19 +331,24 @@ CLAIM_QUEUES = sorted((ROOT / "recipes" / "claims").glob("*.queue"))
 
 @pytest.mark.parametrize("queue", CLAIM_QUEUES, ids=[q.stem for q in CLAIM_QUEUES])
 def test_claims_queues_parse_and_fit_one_gpu_call(queue):
-    """Every system of the claims queues parses with fairseq-train's parser and passes the
-    package's flag checks (a typo must not cost a GPU call); at most 7 per queue, unique names."""
+    """Every system of the claims queues parses with fairseq-train's parser after queue.sh's
+    stopping rule, as queue.sh runs it, and passes the package's flag checks (a typo must not
+    cost a GPU call); at most 7 per queue, unique names."""
+    import re
+
     from fairseq import options
 
     from fairseq_vision_attn.models.lstm_attention import refuse_ignored_flags, validate_args
 
+    rule = re.search(r'RULE=\$\{RULE:-"([^"]+)"\}', (ROOT / "recipes" / "queue.sh").read_text()).group(1)
     lines = [
         line.split() for line in queue.read_text().splitlines() if line.strip() and not line.startswith("#")
     ]
     assert 0 < len(lines) <= 7 and len({line[0] for line in lines}) == len(lines)
     for _name, arch, *flags in lines:
         argv = ["bin", "--user-dir", "fairseq_vision_attn", "--task", "translation_vision_attn"]  # fmt: skip
-        args = options.parse_args_and_arch(options.get_training_parser(), [*argv, "--arch", arch, *flags])
+        argv += ["--arch", arch, *rule.split(), *flags]
+        args = options.parse_args_and_arch(options.get_training_parser(), argv)
         if arch.startswith("lstm_"):
             validate_args(args)
             refuse_ignored_flags(args)
