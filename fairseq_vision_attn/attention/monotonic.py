@@ -227,13 +227,14 @@ class MonotonicAttentionBase(Attention):
         cumulative = self.stop_rule == "cumulative"
         log_going = torch.zeros(head.shape, device=head.device) if cumulative else None
         q = self.stop_threshold  # 1/2 by default: energy > 0; prod (1 - p_j) <= 1/2
+        log_going_limit, energy_limit = math.log1p(-q), math.log(q / (1.0 - q))
         while True:
             energy = self.energy.energy_at(query_part, keys, head)
             if cumulative:  # P(stopped since the start) = 1 - prod (1 - p_j) reaches q
                 log_going = log_going + torch.where(moving, F.logsigmoid(-energy.float()), 0.0)
-                chose = log_going <= math.log1p(-q)
+                chose = log_going <= log_going_limit
             else:  # p_ij = sigmoid(e_ij) > q
-                chose = energy > math.log(q / (1.0 - q))
+                chose = energy > energy_limit
             at_end = head >= last
             if finished is not None:
                 starved = starved | (moving & at_end & ~chose & ~finished)
