@@ -354,6 +354,45 @@ def test_claims_queues_parse_and_fit_one_gpu_call(queue):
             refuse_ignored_flags(args)
 
 
+def test_lrhold_row_keeps_the_rate_through_the_swing_and_then_applies_the_plateau_rule():
+    """deen_milk2.queue's lrhold row holds the learning rate through epochs 1-3 with fairseq's own
+    warm-up (396 updates = 3 epochs of 132; the start rate equals --lr), so a validation loss that
+    rises at epoch 3 (seed 1's swing) does not halve it, where the same row without the warm-up
+    flags halves it; after the warm-up the plateau rule applies as before (a rise halves the rate)."""
+    import re
+
+    import torch
+    from fairseq import optim, options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.optim.lr_scheduler import build_lr_scheduler
+
+    queue = (ROOT / "recipes" / "claims" / "deen_milk2.queue").read_text().splitlines()
+    row = next(line.split() for line in queue if line.startswith("milk_0.3_lrhold_s1 "))
+    rule = re.search(r'RULE=\$\{RULE:-"([^"]+)"\}', (ROOT / "recipes" / "queue.sh").read_text()).group(1)
+
+    def rates(flags, losses):
+        argv = ["bin", "--user-dir", "fairseq_vision_attn", "--task", "translation_vision_attn"]  # fmt: skip
+        argv += ["--arch", row[1], "--optimizer", "adam", "--lr", "0.001", *rule.split(), *flags]
+        cfg = convert_namespace_to_omegaconf(options.parse_args_and_arch(options.get_training_parser(), argv))
+        optimizer = optim.build_optimizer(cfg.optimizer, [torch.nn.Parameter(torch.zeros(1))])
+        scheduler = build_lr_scheduler(cfg.lr_scheduler, optimizer)
+        scheduler.step_update(0)
+        updates, out = 0, []
+        for epoch, loss in enumerate(losses, 1):
+            for _ in range(132):
+                updates += 1
+                scheduler.step_update(updates)
+            out.append(scheduler.step(epoch, loss))
+        return out
+
+    losses = [7.3, 6.388, 6.872, 6.0, 5.2, 5.5, 4.9]  # a rise at epoch 3 (the swing) and at epoch 6
+    held = rates(row[2:], losses)
+    assert held == pytest.approx([1e-3] * 5 + [5e-4] * 2)
+    plain = [f for f in row[2:] if f not in ("--warmup-updates", "396", "--warmup-init-lr", "0.001")]
+    assert len(plain) == len(row[2:]) - 4
+    assert rates(plain, losses) == pytest.approx([1e-3] * 2 + [5e-4] * 3 + [2.5e-4] * 2)
+
+
 def test_pack_best_brings_back_the_models_without_optimizer_state(tmp_path):
     """recipes/claims/pack_best.sh: every system's checkpoint_best.pt comes back in pieces of at
     most 15 MB (a device call returns 8 files of 16 MB), without its optimizer state, and the
