@@ -329,18 +329,24 @@ def test_queue_refuses_a_line_without_an_arch(tmp_path):
 CLAIM_QUEUES = sorted((ROOT / "recipes" / "claims").glob("*.queue"))
 
 
+def queue_rule():
+    """The stopping rule queue.sh adds to every row (its RULE default)."""
+    import re
+
+    return re.search(r'RULE=\$\{RULE:-"([^"]+)"\}', (ROOT / "recipes" / "queue.sh").read_text()).group(1)
+
+
 @pytest.mark.parametrize("queue", CLAIM_QUEUES, ids=[q.stem for q in CLAIM_QUEUES])
 def test_claims_queues_parse_and_fit_one_gpu_call(queue):
     """Every system of the claims queues parses with fairseq-train's parser after queue.sh's
     stopping rule, as queue.sh runs it, and passes the package's flag checks (a typo must not
     cost a GPU call); at most 7 per queue, unique names."""
-    import re
 
     from fairseq import options
 
     from fairseq_vision_attn.models.lstm_attention import refuse_ignored_flags, validate_args
 
-    rule = re.search(r'RULE=\$\{RULE:-"([^"]+)"\}', (ROOT / "recipes" / "queue.sh").read_text()).group(1)
+    rule = queue_rule()
     lines = [
         line.split() for line in queue.read_text().splitlines() if line.strip() and not line.startswith("#")
     ]
@@ -359,8 +365,6 @@ def test_lrhold_row_keeps_the_rate_through_the_swing_and_then_applies_the_platea
     warm-up (396 updates = 3 epochs of 132; the start rate equals --lr), so a validation loss that
     rises at epoch 3 (seed 1's swing) does not halve it, where the same row without the warm-up
     flags halves it; after the warm-up the plateau rule applies as before (a rise halves the rate)."""
-    import re
-
     import torch
     from fairseq import optim, options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -368,7 +372,7 @@ def test_lrhold_row_keeps_the_rate_through_the_swing_and_then_applies_the_platea
 
     queue = (ROOT / "recipes" / "claims" / "deen_milk2.queue").read_text().splitlines()
     row = next(line.split() for line in queue if line.startswith("milk_0.3_lrhold_s1 "))
-    rule = re.search(r'RULE=\$\{RULE:-"([^"]+)"\}', (ROOT / "recipes" / "queue.sh").read_text()).group(1)
+    rule = queue_rule()
 
     def rates(flags, losses):
         argv = ["bin", "--user-dir", "fairseq_vision_attn", "--task", "translation_vision_attn"]  # fmt: skip
@@ -391,6 +395,16 @@ def test_lrhold_row_keeps_the_rate_through_the_swing_and_then_applies_the_platea
     plain = [f for f in row[2:] if f not in ("--warmup-updates", "396", "--warmup-init-lr", "0.001")]
     assert len(plain) == len(row[2:]) - 4
     assert rates(plain, losses) == pytest.approx([1e-3] * 2 + [5e-4] * 3 + [2.5e-4] * 2)
+
+
+def test_deen_2_monotonic_heads_hold_the_rate_like_the_lrhold_row():
+    """Every row of deen_2.queue trained with the latency loss carries the lrhold row's hold."""
+    hold = "--warmup-updates 396 --warmup-init-lr 0.001"
+    rows = (ROOT / "recipes" / "claims" / "deen_2.queue").read_text().splitlines()
+    monotonic = [row for row in rows if not row.startswith("#") and "latency_augmented_cross_entropy" in row]
+    assert len(monotonic) == 7 and all(hold in line for line in monotonic)
+    lrhold = (ROOT / "recipes" / "claims" / "deen_milk2.queue").read_text()
+    assert any(line.startswith("milk_0.3_lrhold_s1 ") and hold in line for line in lrhold.splitlines())
 
 
 def test_pack_best_brings_back_the_models_without_optimizer_state(tmp_path):
