@@ -16,7 +16,8 @@
 # DECODE_ONLY (1: train nothing; decode every system with a best checkpoint so far, those the
 # rule has not finished marked "(unfinished)" in the tables), MONOTONIC_STOP (e.g. "cumulative":
 # systems with a monotonic head are also decoded with --monotonic-stop RULE into
-# NAME/SUBSET.RULE.*, a row NAME@RULE in each table).
+# NAME/SUBSET.RULE.*, a row NAME@RULE in each table), ONLY ("NAME [NAME ...]": train and decode
+# only these systems, e.g. one row on a CPU; the tables still list every system decoded so far).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 queue=$(arg_path "${1:?"usage: queue.sh QUEUE_FILE DATA_BIN OUT_DIR"}" "")
@@ -43,7 +44,13 @@ while read -r name arch flags; do
   echo "$arch ${flags:-}" > "$specs_dir/$name"
 done < "$queue"
 [ ${#names[@]} -gt 0 ] || usage_error "$queue lists no system"
-say "${#names[@]} systems, $PARALLEL at a time, rule: $RULE, at most $EPOCHS epochs"
+ONLY=${ONLY:-}
+for name in $ONLY; do
+  [[ " ${names[*]} " == *" $name "* ]] \
+    || usage_error "ONLY: '$name' is not a system of $queue (its systems: ${names[*]})"
+done
+selected() { [ -z "$ONLY" ] || [[ " $ONLY " == *" $1 "* ]]; }  # NAME: ONLY names it, or ONLY is empty
+say "${#names[@]} systems${ONLY:+ (training and decoding only $ONLY)}, $PARALLEL at a time, rule: $RULE, at most $EPOCHS epochs"
 
 DECODE_ONLY=${DECODE_ONLY:-0}
 decodable() {  # NAME: trained to the rule, or (DECODE_ONLY=1) has a best checkpoint so far
@@ -100,6 +107,7 @@ train_one() {
 running=0
 for name in "${names[@]}"; do
   [ "$DECODE_ONLY" = 1 ] && break
+  selected "$name" || continue
   if [ -f "$out/$name/done" ]; then say "$name: trained already"; continue; fi
   train_one "$name" &
   running=$((running + 1))
@@ -108,7 +116,7 @@ done
 wait || true
 running=0  # systems decoded side by side too: on a GPU each fairseq-generate is mostly start-up
 for name in "${names[@]}"; do
-  decodable "$name" || continue
+  selected "$name" && decodable "$name" || continue
   decode_pending "$name" &
   running=$((running + 1))
   if [ "$running" -ge "$PARALLEL" ]; then wait -n || true; running=$((running - 1)); fi

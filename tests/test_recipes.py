@@ -319,6 +319,40 @@ def test_queue_decoding_cut_off_leaves_no_hypotheses(tmp_path):
     assert (out / "sys" / "test.txt").read_text().count("H-0") == 1 and not part.exists()
 
 
+def test_queue_only_trains_and_decodes_the_named_systems_and_tables_all(tmp_path):
+    """ONLY: one row of a shared queue (a CPU taking one system of a GPU queue) is decoded, the
+    unnamed unfinished row is not trained, the table still lists every system decoded before,
+    and a name the queue does not have is refused with the queue's names."""
+    fake = tmp_path / "fake_bin"
+    fake.mkdir()
+    generate = fake / "fairseq-generate"
+    generate.write_text(FAKE_GENERATE % 0)
+    generate.chmod(0o755)
+    queue = tmp_path / "queue.txt"
+    queue.write_text("old lstm_global\nnamed lstm_global\nother lstm_global\n")
+    out, data = tmp_path / "claims", tmp_path / "data-bin"
+    for name in ("old", "named"):
+        (out / name / "checkpoints").mkdir(parents=True)
+        (out / name / "checkpoints" / "checkpoint_best.pt").write_bytes(b"")
+        (out / name / "done").touch()
+    data.mkdir()
+    path = os.pathsep.join([str(fake), os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+    env = dict(os.environ, PATH=path, DEVICE="cpu", SUBSETS="test")
+    command = ["bash", str(ROOT / "recipes" / "queue.sh"), str(queue), str(data), str(out)]
+    first = subprocess.run(command, env={**env, "ONLY": "old"}, capture_output=True, text=True)
+    assert first.returncode == 0 and "decoding old (test)" in first.stderr, first.stderr[-2000:]
+    assert "decoding named" not in first.stderr and "[train] other" not in first.stderr
+    result = subprocess.run(command, env={**env, "ONLY": "named"}, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "decoding named (test)" in result.stderr and "decoding old" not in result.stderr
+    assert "[train] other" not in result.stderr and not (out / "other").exists()
+    rows = [row.split("\t")[0] for row in (out / "table.test.tsv").read_text().splitlines()[1:]]
+    assert rows == ["old", "named"]
+    wrong = subprocess.run(command, env={**env, "ONLY": "named typo"}, capture_output=True, text=True)
+    assert wrong.returncode == 2
+    assert "ONLY: 'typo' is not a system of" in wrong.stderr and "old named other" in wrong.stderr
+
+
 def test_queue_refuses_a_line_without_an_arch(tmp_path):
     queue = tmp_path / "queue.txt"
     queue.write_text("lonely\n")
