@@ -285,25 +285,34 @@ exec sleep %d
 """
 
 
-def test_queue_decoding_cut_off_leaves_no_hypotheses(tmp_path):
-    """A decoding killed half-way (a device call's deadline, a killed session) leaves no
-    NAME/SUBSET.txt, so the next run decodes that subset again instead of tabling a truncated
-    file as the system's hypotheses (a GPU call once lost six test sets that way)."""
+def queue_with_fake_generate(tmp_path, rows, finished, seconds):
+    """queue.sh over ROWS (a queue file's text), the systems FINISHED marked trained (`done`, an
+    empty checkpoint_best.pt), fairseq-generate replaced by FAKE_GENERATE sleeping SECONDS: the
+    fake's path, the output folder, the command and its environment."""
     fake = tmp_path / "fake_bin"
     fake.mkdir()
     generate = fake / "fairseq-generate"
-    generate.write_text(FAKE_GENERATE % 600)
+    generate.write_text(FAKE_GENERATE % seconds)
     generate.chmod(0o755)
     queue = tmp_path / "queue.txt"
-    queue.write_text("sys lstm_global\n")
+    queue.write_text(rows)
     out, data = tmp_path / "claims", tmp_path / "data-bin"
-    (out / "sys" / "checkpoints").mkdir(parents=True)
-    (out / "sys" / "checkpoints" / "checkpoint_best.pt").write_bytes(b"")
-    (out / "sys" / "done").touch()
+    for name in finished:
+        (out / name / "checkpoints").mkdir(parents=True)
+        (out / name / "checkpoints" / "checkpoint_best.pt").write_bytes(b"")
+        (out / name / "done").touch()
     data.mkdir()
     path = os.pathsep.join([str(fake), os.path.dirname(sys.executable), os.environ.get("PATH", "")])
     env = dict(os.environ, PATH=path, DEVICE="cpu", SUBSETS="test")
     command = ["bash", str(ROOT / "recipes" / "queue.sh"), str(queue), str(data), str(out)]
+    return generate, out, command, env
+
+
+def test_queue_decoding_cut_off_leaves_no_hypotheses(tmp_path):
+    """A decoding killed half-way (a device call's deadline, a killed session) leaves no
+    NAME/SUBSET.txt, so the next run decodes that subset again instead of tabling a truncated
+    file as the system's hypotheses (a GPU call once lost six test sets that way)."""
+    generate, out, command, env = queue_with_fake_generate(tmp_path, "sys lstm_global\n", ["sys"], 600)
     cut = subprocess.Popen(command, env=env, start_new_session=True, stderr=subprocess.DEVNULL)
     part = out / "sys" / "test.txt.part"
     for _ in range(600):
@@ -323,22 +332,8 @@ def test_queue_only_trains_and_decodes_the_named_systems_and_tables_all(tmp_path
     """ONLY: one row of a shared queue (a CPU taking one system of a GPU queue) is decoded, the
     unnamed unfinished row is not trained, the table still lists every system decoded before,
     and a name the queue does not have is refused with the queue's names."""
-    fake = tmp_path / "fake_bin"
-    fake.mkdir()
-    generate = fake / "fairseq-generate"
-    generate.write_text(FAKE_GENERATE % 0)
-    generate.chmod(0o755)
-    queue = tmp_path / "queue.txt"
-    queue.write_text("old lstm_global\nnamed lstm_global\nother lstm_global\n")
-    out, data = tmp_path / "claims", tmp_path / "data-bin"
-    for name in ("old", "named"):
-        (out / name / "checkpoints").mkdir(parents=True)
-        (out / name / "checkpoints" / "checkpoint_best.pt").write_bytes(b"")
-        (out / name / "done").touch()
-    data.mkdir()
-    path = os.pathsep.join([str(fake), os.path.dirname(sys.executable), os.environ.get("PATH", "")])
-    env = dict(os.environ, PATH=path, DEVICE="cpu", SUBSETS="test")
-    command = ["bash", str(ROOT / "recipes" / "queue.sh"), str(queue), str(data), str(out)]
+    rows = "old lstm_global\nnamed lstm_global\nother lstm_global\n"
+    _, out, command, env = queue_with_fake_generate(tmp_path, rows, ["old", "named"], 0)
     first = subprocess.run(command, env={**env, "ONLY": "old"}, capture_output=True, text=True)
     assert first.returncode == 0 and "decoding old (test)" in first.stderr, first.stderr[-2000:]
     assert "decoding named" not in first.stderr and "[train] other" not in first.stderr
