@@ -223,6 +223,53 @@ def test_latency_warmup_keeps_the_latency_term_out_of_training_only(toy_data_bin
     assert latency["train"] == 0 and latency["valid"] > 0, latency
 
 
+def test_training_validates_the_stop_rule_it_is_given(toy_data_bin, tmp_path):
+    """fairseq-train --monotonic-stop cumulative: training is the same run (its training line is
+    the default run's), and validation measures the hard head under the cumulative rule: its
+    logged nll_loss and dal are analysis monotonic-mismatch's cumulative hard-policy row for the
+    saved checkpoint (an oracle that sets the rule itself), and the default run's are the energy
+    row. --test-waitk-lagging, and a policy flag the model's attention lacks, are refused by
+    fairseq-train in one line before any training."""
+    analysis = ["python", "-m", "fairseq_vision_attn.analysis", "monotonic-mismatch"]
+    analysis += ["--data", str(toy_data_bin / "data-bin"), "--noise-vars", "0"]
+    lines = {}
+    for rule in ("energy", "cumulative"):
+        save_dir = tmp_path / rule
+        flags = ["--criterion", "latency_augmented_cross_entropy", "--latency-weight", "0"]
+        flags += ["--monotonic-energy-bias-init", "0"]  # p near 1/2 after one epoch: the rules differ
+        flags += ["--monotonic-stop", rule] if rule == "cumulative" else []
+        proc = run_cli(train_args(toy_data_bin, save_dir, "lstm_milk", *flags), cwd=REPO)
+        log = (proc.stdout + proc.stderr).splitlines()
+        train = [line.split("| train |")[1] for line in log if "| train |" in line]
+        valid = next(line for line in reversed(log) if "| valid |" in line)
+        logged = {key: float(re.search(rf"\| {key} ([0-9.]+)", valid)[1]) for key in ("nll_loss", "dal")}
+        ckpt = save_dir / "checkpoint_last.pt"
+        out = run_cli(analysis + ["--path", str(ckpt), "--monotonic-stop", rule], cwd=REPO).stdout
+        hard = out.splitlines()[2].split("\t")
+        assert hard[0] == f"hard policy ({rule})"
+        assert logged["nll_loss"] == pytest.approx(float(hard[1]), abs=2e-3)
+        assert logged["dal"] == pytest.approx(float(hard[2]), abs=2e-3)
+        lines[rule] = ([re.sub(r" \| (wps|ups|wall|train_wall) [0-9.]+", "", t) for t in train], logged)
+    assert lines["energy"][0] == lines["cumulative"][0]  # training reads no test-time flag
+    assert lines["energy"][1]["dal"] > lines["cumulative"][1]["dal"]  # never later, here earlier
+    for arch, flags, message in [
+        ("lstm_waitk", ["--test-waitk-lagging", "2"], "--test-waitk-lagging is a decoding flag"),
+        (
+            "lstm_global",
+            ["--monotonic-stop", "cumulative"],
+            "--monotonic-stop needs a model with a monotonic head",
+        ),
+        (
+            "lstm_milk",
+            ["--vision-span-threshold", "1.2"],
+            "--vision-span-threshold needs a model with flexible",
+        ),
+    ]:
+        proc = run_cli(train_args(toy_data_bin, tmp_path / arch, arch, *flags), cwd=REPO, check=False)
+        assert proc.returncode != 0 and message in proc.stderr and "Traceback" not in proc.stderr
+        assert not (tmp_path / arch / "checkpoint_last.pt").exists()
+
+
 @pytest.mark.parametrize("arch", our_archs())
 def test_interactive_reads_piped_input(arch, trained, toy_data_bin, tmp_path):
     """Every arch through fairseq-interactive on piped input: an empty line, unknown words and

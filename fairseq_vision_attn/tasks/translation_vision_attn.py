@@ -11,7 +11,10 @@ the number of validations since it in memory only, so a run resumed from
 ``checkpoint_last.pt`` would start counting afresh (taking the first loss after the restart as
 the best, even when it is worse) and train up to ``--patience`` epochs more than the same run
 uninterrupted. The task saves both with every checkpoint and restores them on resume
-(fairseq's ``get_checkpoint_dict`` / ``set_checkpoint_dict``).
+(fairseq's ``get_checkpoint_dict`` / ``set_checkpoint_dict``). And fairseq-train hands
+``--monotonic-stop``, ``--monotonic-stop-threshold`` and ``--vision-span-threshold`` to the model
+it builds: validation (the loss, the logged DAL, ``checkpoint_best.pt``, the plateau rule) then
+measures the policy that will be decoded, not the default one (training reads none of them).
 
 ``--stats-output FILE`` writes one JSON line per generated sentence::
 
@@ -222,11 +225,24 @@ class TranslationVisionAttnTask(TranslationTask):
         return super().get_batch_iterator(dataset, *args, **kwargs)
 
     def build_model(self, cfg, from_checkpoint=False):
+        """As fairseq's; a model built from the command line (fairseq-train: from scratch or to
+        resume) also refuses flags its attention ignores, and takes the test-time policy flags
+        (``--monotonic-stop``, ``--monotonic-stop-threshold``, ``--vision-span-threshold``), so
+        that validation, hence the best checkpoint and the plateau rule, measures the policy that
+        will be decoded. Only eval mode reads them: training is unchanged. A checkpoint does not
+        carry them: fairseq-generate, fairseq-interactive and the agent take them again."""
         model = super().build_model(cfg, from_checkpoint)
-        if not from_checkpoint and _is_ours(model):  # flags typed by the user, not a checkpoint's
-            refuse_ignored_flags(cfg)
         attention = getattr(getattr(model, "decoder", None), "attention", None)
         self.built_mechanism = getattr(attention, "mechanism", attention)
+        if not from_checkpoint:  # flags typed by the user, not a checkpoint's
+            if _is_ours(model):
+                refuse_ignored_flags(cfg)
+            if self.cfg.test_waitk_lagging is not None:
+                raise VisionAttnError(
+                    "--test-waitk-lagging is a decoding flag (fairseq-generate, fairseq-interactive): "
+                    "train another lagging with --waitk-lagging"
+                )
+            self.apply_policy_flags(model, self.built_mechanism)
         return model
 
     def build_criterion(self, cfg, from_checkpoint=False):
@@ -326,6 +342,23 @@ class TranslationVisionAttnTask(TranslationTask):
         attention = getattr(attention, "mechanism", attention)  # under a temperature wrapper
         if hasattr(attention, "expose_alignment"):
             attention.expose_alignment = print_alignment
+        self.apply_policy_flags(model, attention)
+        lagging = self.cfg.test_waitk_lagging
+        if lagging is not None:
+            set_generation_flag(
+                model,
+                attention,
+                "lagging",
+                lagging,
+                "--test-waitk-lagging",
+                "a wait-k checkpoint (--arch lstm_waitk)",
+            )
+        if hasattr(decoder, "step_observer"):
+            decoder.step_observer = self.search_stats.observe
+
+    def apply_policy_flags(self, model, attention):
+        """Hand ``--vision-span-threshold``, ``--monotonic-stop`` and ``--monotonic-stop-threshold``
+        (when given) to a model's attention, or refuse a model that lacks them in one line."""
         tau = self.cfg.vision_span_threshold
         if not math.isinf(tau):
             set_generation_flag(
@@ -356,18 +389,6 @@ class TranslationVisionAttnTask(TranslationTask):
                 "--monotonic-stop-threshold",
                 "a model with a monotonic head (--arch lstm_monotonic, lstm_mocha or lstm_milk)",
             )
-        lagging = self.cfg.test_waitk_lagging
-        if lagging is not None:
-            set_generation_flag(
-                model,
-                attention,
-                "lagging",
-                lagging,
-                "--test-waitk-lagging",
-                "a wait-k checkpoint (--arch lstm_waitk)",
-            )
-        if hasattr(decoder, "step_observer"):
-            decoder.step_observer = self.search_stats.observe
 
     def inference_step(self, generator, models, sample, prefix_tokens=None, constraints=None):
         hypos = super().inference_step(generator, models, sample, prefix_tokens, constraints)
