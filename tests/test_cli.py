@@ -228,8 +228,9 @@ def test_training_validates_the_stop_rule_it_is_given(toy_data_bin, tmp_path):
     the default run's), and validation measures the hard head under the cumulative rule: its
     logged nll_loss and dal are analysis monotonic-mismatch's cumulative hard-policy row for the
     saved checkpoint (an oracle that sets the rule itself), and the default run's are the energy
-    row. --test-waitk-lagging, and a policy flag the model's attention lacks, are refused by
-    fairseq-train in one line before any training."""
+    row. --test-waitk-lagging, --stats-output (an existing file stays as it was), and a policy
+    flag the model's attention lacks, are refused by fairseq-train in one line before any
+    training."""
     analysis = ["python", "-m", "fairseq_vision_attn.analysis", "monotonic-mismatch"]
     analysis += ["--data", str(toy_data_bin / "data-bin"), "--noise-vars", "0"]
     lines = {}
@@ -252,8 +253,11 @@ def test_training_validates_the_stop_rule_it_is_given(toy_data_bin, tmp_path):
         lines[rule] = ([re.sub(r" \| (wps|ups|wall|train_wall) [0-9.]+", "", t) for t in train], logged)
     assert lines["energy"][0] == lines["cumulative"][0]  # training reads no test-time flag
     assert lines["energy"][1]["dal"] > lines["cumulative"][1]["dal"]  # never later, here earlier
+    kept = tmp_path / "kept.jsonl"
+    kept.write_text('{"id": 0}\n')
     for arch, flags, message in [
         ("lstm_waitk", ["--test-waitk-lagging", "2"], "--test-waitk-lagging is a decoding flag"),
+        ("lstm_global", ["--stats-output", str(kept)], "--stats-output is a decoding flag"),
         (
             "lstm_global",
             ["--monotonic-stop", "cumulative"],
@@ -268,6 +272,7 @@ def test_training_validates_the_stop_rule_it_is_given(toy_data_bin, tmp_path):
         proc = run_cli(train_args(toy_data_bin, tmp_path / arch, arch, *flags), cwd=REPO, check=False)
         assert proc.returncode != 0 and message in proc.stderr and "Traceback" not in proc.stderr
         assert not (tmp_path / arch / "checkpoint_last.pt").exists()
+    assert kept.read_text() == '{"id": 0}\n'  # neither emptied nor rewritten
 
 
 @pytest.mark.parametrize("arch", our_archs())

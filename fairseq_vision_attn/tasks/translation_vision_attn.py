@@ -98,11 +98,19 @@ class TranslationVisionAttnConfig(TranslationConfig):
     )
 
 
-def open_stats_output(path):
-    """Open ``--stats-output`` for writing, or explain why it cannot be."""
+def check_stats_output(path):
+    """Refuse a ``--stats-output`` that cannot be written, before anything is decoded (and
+    without creating or emptying the file)."""
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise VisionAttnError(f"--stats-output {path}: directory {directory} does not exist")
+    if os.path.isdir(path) or not os.access(path if os.path.exists(path) else directory, os.W_OK):
+        raise VisionAttnError(f"--stats-output {path}: cannot be written")
+
+
+def open_stats_output(path):
+    """Open ``--stats-output`` for writing, or explain why it cannot be."""
+    check_stats_output(path)
     try:
         return open(path, "w", encoding="utf-8")
     except OSError as err:
@@ -179,7 +187,9 @@ class TranslationVisionAttnTask(TranslationTask):
         lagging = cfg.test_waitk_lagging
         if lagging is not None and lagging < 1:
             raise VisionAttnError(f"--test-waitk-lagging must be a positive integer, got {lagging}")
-        self.stats_handle = open_stats_output(cfg.stats_output) if cfg.stats_output else None
+        if cfg.stats_output:
+            check_stats_output(cfg.stats_output)
+        self.stats_handle = None  # opened by build_generator; fairseq-train refuses the flag
         self.corpus_stats = CorpusStats()
         self.search_stats = SearchStats()
         self._summary_registered = False
@@ -241,6 +251,11 @@ class TranslationVisionAttnTask(TranslationTask):
                 raise VisionAttnError(
                     "--test-waitk-lagging is a decoding flag (fairseq-generate, fairseq-interactive): "
                     "train another lagging with --waitk-lagging"
+                )
+            if self.cfg.stats_output:
+                raise VisionAttnError(
+                    "--stats-output is a decoding flag (fairseq-generate, fairseq-interactive): "
+                    "fairseq-train writes no per-sentence rows"
                 )
             self.apply_policy_flags(model, self.built_mechanism)
         return model
@@ -304,6 +319,8 @@ class TranslationVisionAttnTask(TranslationTask):
         return kept
 
     def build_generator(self, models, args, **kwargs):
+        if self.cfg.stats_output and self.stats_handle is None:
+            self.stats_handle = open_stats_output(self.cfg.stats_output)
         for model in models:
             self.configure_for_inference(model, print_alignment=bool(getattr(args, "print_alignment", False)))
         if not any(streaming_attention(model) for model in models):
@@ -436,7 +453,7 @@ class TranslationVisionAttnTask(TranslationTask):
         over the chosen hypotheses (beam search does not keep them per hypothesis)."""
         if all("step_statistics" in h[0] for h in hypos):
             return [h[0]["step_statistics"] for h in hypos]
-        if self.stats_handle is None or not _is_ours(model):
+        if not self.cfg.stats_output or not _is_ours(model):
             return [{}] * len(best)
         return forced_statistics(model, sample, best)
 
