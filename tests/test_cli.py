@@ -881,13 +881,17 @@ BAD_DECODE = [
 
 
 @pytest.mark.parametrize("arch,flags,named", BAD_DECODE, ids=[f"{a}:{f[-1]}" for a, f, _ in BAD_DECODE])
-def test_bad_threshold_fails_clearly(arch, flags, named, trained, toy_data_bin):
-    proc = run_cli(
-        generate_args(toy_data_bin, trained[arch] / "checkpoint_best.pt", *flags), cwd=REPO, check=False
-    )
+def test_bad_threshold_fails_clearly(arch, flags, named, trained, toy_data_bin, tmp_path):
+    """A refused decoding flag fails in one line, and leaves a --stats-output file as it was."""
+    stats = tmp_path / "stats.jsonl"
+    stats.write_text('{"id": 0}\n')
+    ckpt = trained[arch] / "checkpoint_best.pt"
+    args = generate_args(toy_data_bin, ckpt, *flags, "--stats-output", str(stats))
+    proc = run_cli(args, cwd=REPO, check=False)
     assert proc.returncode != 0
     assert named in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert stats.read_text() == '{"id": 0}\n'
 
 
 def test_sact_on_flexible_trains_and_decodes_with_a_threshold(toy_data_bin, tmp_path):

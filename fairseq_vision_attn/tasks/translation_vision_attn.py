@@ -319,10 +319,10 @@ class TranslationVisionAttnTask(TranslationTask):
         return kept
 
     def build_generator(self, models, args, **kwargs):
-        if self.cfg.stats_output and self.stats_handle is None:
-            self.stats_handle = open_stats_output(self.cfg.stats_output)
         for model in models:
             self.configure_for_inference(model, print_alignment=bool(getattr(args, "print_alignment", False)))
+        if self.cfg.stats_output and self.stats_handle is None:  # once the flags are accepted
+            self.stats_handle = open_stats_output(self.cfg.stats_output)
         if not any(streaming_attention(model) for model in models):
             if getattr(args, "print_alignment", False) and kwargs.get("seq_gen_cls") is None:
                 if all(attends_right_padded(model) for model in models):
