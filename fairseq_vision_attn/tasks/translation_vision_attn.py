@@ -109,8 +109,7 @@ def check_stats_output(path):
 
 
 def open_stats_output(path):
-    """Open ``--stats-output`` for writing, or explain why it cannot be."""
-    check_stats_output(path)
+    """Open ``--stats-output`` for writing (checked at setup), or explain why it cannot be."""
     try:
         return open(path, "w", encoding="utf-8")
     except OSError as err:
