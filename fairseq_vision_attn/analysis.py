@@ -61,6 +61,8 @@ distribution per output step: global attention's weights, memory attention's alp
 ``memory-slots`` runs a memory model's encoder over a subset and reads each slot's weights over
 the sentence's positions (alpha's columns under ``--memory-normalize time``): a memory whose
 slots each blend several positions can only mix blended contexts, however the decoder weighs them.
+A comment line gives how far the slots are spread over the sentence: the mean share of its
+positions that are the peak of at least one slot (what Britz's position encodings push up).
 
 **alignment-by-word** (Lin et al. 2018, Fig. 2, for any model). The same three figures,
 grouped by the word each output step emitted, as ``temperature-by-word`` groups SACT's
@@ -426,6 +428,18 @@ def memory_slot_distributions(alpha, src_pad):
     return out
 
 
+def slot_coverage(alpha, src_pad):
+    """Per sentence, the share of its real positions that are the peak (argmax) of at least one
+    slot: 1 when the K slots between them single out every position, 1 / |S| when all look at the
+    same one. Britz's position encodings are there to push the slots apart (sec. 3.2).
+    alpha: batch x src_len x K, src_pad: batch x src_len (True = padding) -> a list of shares."""
+    out = []
+    for a, pad in zip(alpha, src_pad):
+        real = a[~pad]  # |S| x K
+        out.append(len(set(real.argmax(0).tolist())) / real.size(0))
+    return out
+
+
 def gate_statistics(slots):
     """What sigmoid encoder gates do before they are normalised over time: from each slot's gates
     over its sentence's positions (values in (0, 1)), (mean gate, share below 0.1, share above
@@ -458,12 +472,14 @@ def run_memory_slots(args):
             f"--path {args.path}: the model has no memory attention: give an lstm_memory checkpoint"
         )
     memory = memories[0]
-    slots, gates = [], []
+    slots, gates, coverage = [], [], []
     with torch.no_grad():
         for sample in batches:
             encoder_out = model.encoder(sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"])
             keys, src_pad = encoder_out["encoder_out"][0], encoder_out["encoder_padding_mask"][0]
-            slots += memory_slot_distributions(memory.encoder_weights(keys, src_pad), src_pad)
+            alpha = memory.encoder_weights(keys, src_pad)
+            slots += memory_slot_distributions(alpha, src_pad)
+            coverage += slot_coverage(alpha, src_pad)
             if memory.encoder_score == "sigmoid":
                 raw = torch.sigmoid(memory.encoder_scores(keys, src_pad))
                 gates += memory_slot_distributions(raw, src_pad)
@@ -472,6 +488,10 @@ def run_memory_slots(args):
         f"score {memory.encoder_score}, normalised over {memory.normalize}"
     )
     lines = [header, format_sharpness([("slots", sharpness(slots))])]
+    lines.append(
+        f"# positions that are some slot's peak: {sum(coverage) / max(len(coverage), 1):.3f} of a "
+        f"sentence's positions on average"
+    )
     if gates:
         mean, low, high, opened, positions, effective = gate_statistics(gates)
         lines.append(

@@ -1002,16 +1002,18 @@ def test_sharpness_analyses_read_soft_alignments_and_memory_slots(trained, toy_d
         assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
     data = str(toy_data_bin / "data-bin")
     slots = run_cli(analysis + ["memory-slots", "--path", str(ckpt), "--data", data], cwd=REPO).stdout
-    header, _, row = slots.splitlines()  # softmax encoder scores (the default): no gate line
+    header, _, row, coverage = slots.splitlines()  # softmax encoder scores (the default): no gate line
     assert "encoder score softmax" in header
+    share = float(re.search(r"peak: ([0-9.]+) of a sentence's positions", coverage)[1])
+    assert 0 < share <= 1
     # The same weights read as sigmoid gates (the parameters do not depend on the score function).
     state = torch.load(ckpt, map_location="cpu", weights_only=False)
     state["cfg"]["model"].memory_encoder_score = "sigmoid"
     torch.save(state, tmp_path / "sigmoid.pt")
     sigmoid = ["memory-slots", "--path", str(tmp_path / "sigmoid.pt"), "--data", data]
     gates = run_cli(analysis + sigmoid, cwd=REPO).stdout.splitlines()
-    assert "encoder score sigmoid" in gates[0] and len(gates) == 4
-    assert gates[3].startswith("# sigmoid gates before normalisation: mean 0.")
+    assert "encoder score sigmoid" in gates[0] and len(gates) == 5
+    assert gates[4].startswith("# sigmoid gates before normalisation: mean 0.")
     memory_size = int(re.search(r"K = (\d+)", header)[1])
     sentences = int(re.search(r"(\d+) test sentences", header)[1])
     assert row.split("\t")[:2] == ["slots", str(memory_size * sentences)]

@@ -179,6 +179,21 @@ def test_gate_statistics_hand_values():
     assert effective == pytest.approx((1 / (0.95**2 + 0.05**2) + 1.6**2 / 0.86) / 2)
 
 
+def test_slot_coverage_hand_values():
+    """Sentence 1 (3 positions): slot 0 peaks at position 0, slot 1 at position 2 -> 2 of 3
+    positions covered. Sentence 2 (2 real positions, 1 padding that holds the largest raw value):
+    both slots peak at position 1 -> 1 of 2; the padding is never a peak."""
+    from fairseq_vision_attn.analysis import slot_coverage
+
+    alpha = torch.zeros(2, 3, 2)
+    alpha[0, :, 0] = torch.tensor([0.7, 0.2, 0.1])
+    alpha[0, :, 1] = torch.tensor([0.1, 0.3, 0.6])
+    alpha[1, :, 0] = torch.tensor([0.4, 0.6, 9.0])
+    alpha[1, :, 1] = torch.tensor([0.1, 0.9, 9.0])
+    pad = torch.tensor([[False, False, False], [False, False, True]])
+    assert slot_coverage(alpha, pad) == [pytest.approx(2 / 3), pytest.approx(1 / 2)]
+
+
 def test_memory_slot_distributions_read_real_positions_only():
     """Each slot's column over the sentence's own positions: padding is dropped, K lists per
     sentence, and under --memory-normalize time each one sums to 1 (Britz's C_k an attention)."""
