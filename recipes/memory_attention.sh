@@ -14,7 +14,9 @@
 # Environment: STAGES ("toy real"), LENGTHS ("10 50 100"; the paper adds 200), SIZES ("1 4 16 32
 # 64"), NORM_K (16; empty: no slots-normalised system), SOFTMAX_K (empty: no softmax-slot
 # system), BASELINES ("noattn global"), TRAIN (20000; paper 100000), VALID (1000), EPOCHS (10),
-# BATCH (16; paper 128), LR (0.001; paper 0.0001),
+# BATCH (16; paper 128), LR (0.001; paper 0.0001), PATIENCE (empty: every run trains EPOCHS
+# epochs; P: a run stops once its greedy validation BLEU has not risen for P epochs, fairseq's
+# --patience, so EPOCHS is a ceiling and each system stops at its own plateau),
 # PARAM_INIT (0.1, --param-init of every run; 0 = PyTorch's defaults, the earlier
 # initialisation), DIM (128), LAYERS (1; paper 2x256), BEAM (10),
 # CURVE_LENGTH (50), ALIGN_K (16: the K of the heatmaps), ALIGN_IDS ("0 1 2": validation sentences
@@ -50,6 +52,11 @@ for b in $BASELINES; do
   [[ $b == noattn || $b == global ]] || { echo "BASELINES: '$b' is not one of: noattn, global" >&2; exit 2; }
 done
 [[ $EPOCHS =~ ^[1-9][0-9]*$ ]] || usage_error "EPOCHS: '$EPOCHS' is not a positive integer"
+PATIENCE=${PATIENCE:-}
+[[ -z $PATIENCE || $PATIENCE =~ ^[1-9][0-9]*$ ]] \
+  || usage_error "PATIENCE: '$PATIENCE' is not a positive integer (epochs without a better validation BLEU)"
+STOP_RULE=()
+[ -z "$PATIENCE" ] || STOP_RULE=(--patience "$PATIENCE")
 for k in $SIZES $NORM_K $SOFTMAX_K; do
   [[ $k =~ ^[1-9][0-9]*$ ]] || { echo "SIZES / NORM_K / SOFTMAX_K: '$k' is not a positive integer (the memory size K)" >&2; exit 2; }
 done
@@ -78,7 +85,7 @@ train_toy() {
     --num-workers 0 --seed 1 --save-dir "$dir" --no-epoch-checkpoints --log-format simple \
     --log-interval 100 --max-source-positions 1024 --max-target-positions 1024 \
     --eval-bleu --eval-bleu-detok space --eval-bleu-args '{"beam": 1}' --best-checkpoint-metric bleu \
-    --maximize-best-checkpoint-metric "$@"
+    --maximize-best-checkpoint-metric "${STOP_RULE[@]}" "$@"
   echo "$EPOCHS" > "$dir/done"
 }
 

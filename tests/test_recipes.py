@@ -61,6 +61,11 @@ MEMORY_TOY = {"STAGES": "toy"}
         ),
         (
             "memory_attention.sh",
+            {**MEMORY_TOY, "PATIENCE": "0"},
+            "PATIENCE: '0' is not a positive integer (epochs without a better validation BLEU)",
+        ),
+        (
+            "memory_attention.sh",
             {**MEMORY_TOY, "SOFTMAX_K": "-4"},
             "SIZES / NORM_K / SOFTMAX_K: '-4' is not a positive integer",
         ),
@@ -275,6 +280,22 @@ def test_memory_toy_stage_skips_finished_systems_and_extends_them_with_a_larger_
     assert (system / "done").read_text().strip() == "2"
     table = (out / "memory_table.tsv").read_text().splitlines()
     assert table[1].split("\t")[:2] == ["5", "noattn"]
+
+
+def test_memory_toy_patience_stops_a_run_whose_validation_bleu_stops_rising(tmp_path):
+    """PATIENCE=P ends a copy-task run once greedy validation BLEU has not risen for P epochs:
+    with a learning rate of 0 the model never changes, so BLEU is flat from epoch 1 and a
+    patience of 1 stops the run after epoch 2 of the 5 EPOCHS allows."""
+    out = tmp_path / "memory"
+    env = {"STAGES": "toy", "LENGTHS": "5", "SIZES": "", "NORM_K": "", "BASELINES": "noattn",
+           "TRAIN": "200", "VALID": "20", "DIM": "16", "BEAM": "2", "CURVE_LENGTH": "0",
+           "DEVICE": "cpu", "EPOCHS": "5", "PATIENCE": "1", "LR": "0"}  # fmt: skip
+    result = run_recipe("memory_attention.sh", ["", str(out)], env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "copy5/noattn: epoch 2/5 valid loss" in result.stderr
+    assert "epoch 3/5" not in result.stderr
+    log = (out / "copy5" / "noattn" / "train.log").read_text()
+    assert "early stop since valid performance hasn't improved for last 1 runs" in log
 
 
 FAKE_GENERATE = """#!/bin/sh
