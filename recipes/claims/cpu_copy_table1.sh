@@ -7,11 +7,11 @@
 # Fig. 3a curves and the heatmaps.
 #   LENGTH=50 bash recipes/claims/cpu_copy_table1.sh [OUT_DIR]
 # Resumable: a finished system is skipped, an interrupted one resumes from checkpoint_last.pt.
-# Environment: LENGTH (50), EPOCHS (20), PATIENCE (3), and memory_attention.sh's own settings.
+# Environment: LENGTH (50), EPOCHS (30), PATIENCE (3), and memory_attention.sh's own settings.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 OUT=${1:-$ROOT/outputs/copy${LENGTH:-50}}
-export STAGES=toy LENGTHS=${LENGTH:-50} NORM_K="" EPOCHS=${EPOCHS:-20} PATIENCE=${PATIENCE:-3}
+export STAGES=toy LENGTHS=${LENGTH:-50} NORM_K="" EPOCHS=${EPOCHS:-30} PATIENCE=${PATIENCE:-3}
 export OMP_NUM_THREADS=1 DEVICE=${DEVICE:-cpu}
 mkdir -p "$OUT"
 # The data first, so that the two lanes do not both write it.
