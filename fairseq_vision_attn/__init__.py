@@ -12,10 +12,12 @@ import logging
 logging.getLogger("fairseq.tasks.text_to_speech").setLevel(logging.WARNING)
 
 from ._checkpoint_compat import allow_fairseq_checkpoint_globals, guard_damaged_checkpoints  # noqa: E402
+from ._resume import keep_lr_schedule_on_resume  # noqa: E402
 from .errors import VisionAttnError, install_excepthook  # noqa: E402
 
 allow_fairseq_checkpoint_globals()
 guard_damaged_checkpoints()
+keep_lr_schedule_on_resume()
 install_excepthook()
 
 from . import attention, criterions, models, tasks  # noqa: E402,F401  (registration)

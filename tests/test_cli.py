@@ -594,6 +594,33 @@ def test_resume_keeps_the_early_stopping_count(toy_data_bin, tmp_path):
     assert "early stopping resumes at best" in resumed.stdout + resumed.stderr
 
 
+def test_resume_keeps_the_learning_rate_schedule(toy_data_bin, tmp_path):
+    """A run resumed from an end-of-epoch checkpoint_last.pt trains each epoch at the rate of the
+    same run uninterrupted (fairseq alone saves the checkpoint before the plateau rule sees the
+    epoch's validation loss and drops that step on resume, and forgets --lr-patience's count).
+    --lr-threshold 0.9 counts a loss as better only below a tenth of the best, which the rate of
+    1e-4 never reaches after epoch 1 (torch ignores halvings of less than 1e-8, so the rate
+    cannot be tiny), so --lr-patience 1 halves the rate after epochs 3 and 5: 1e-4 for epochs
+    1-3, 5e-5 for 4-5, 2.5e-5 for 6. The run stopped after epoch 3 needs both epoch 3's step and
+    epoch 2's count (fairseq alone: 1e-4 through epoch 5, 5e-5 for 6)."""
+    flags = ["--lr", "1e-4", "--lr-scheduler", "reduce_lr_on_plateau", "--lr-shrink", "0.5"]
+    flags += ["--lr-threshold", "0.9", "--lr-patience", "1", "--max-epoch", "6"]
+    whole = run_cli(train_args(toy_data_bin, tmp_path / "whole", "lstm_global", *flags), cwd=REPO)
+    parts = tmp_path / "parts"
+    first = run_cli(train_args(toy_data_bin, parts, "lstm_global", *flags, "--max-epoch", "3"), cwd=REPO)
+    resumed = run_cli(train_args(toy_data_bin, parts, "lstm_global", *flags), cwd=REPO)
+
+    def rates(*procs):  # {epoch: lr} from fairseq's end-of-epoch "| train |" lines
+        lines = "".join(p.stdout + p.stderr for p in procs)
+        found = re.findall(r"\| train \| epoch (\d+) \|.*?\| lr ([^ |]+)", lines)
+        return {int(epoch): float(lr) for epoch, lr in found}
+
+    expected = {1: 1e-4, 2: 1e-4, 3: 1e-4, 4: 5e-5, 5: 5e-5, 6: 2.5e-5}
+    assert rates(whole) == pytest.approx(expected, rel=1e-6)
+    assert rates(first, resumed) == pytest.approx(expected, rel=1e-6)
+    assert "made up on resume: lr 0.0001 -> 5e-05" in resumed.stdout + resumed.stderr
+
+
 # (arch, invalid flags, text the one-line error must name): checks across flags, criteria and
 # files; each model flag's own values are swept in test_flag_sweep.py
 BAD = [

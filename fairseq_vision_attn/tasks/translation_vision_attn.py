@@ -11,7 +11,8 @@ the number of validations since it in memory only, so a run resumed from
 ``checkpoint_last.pt`` would start counting afresh (taking the first loss after the restart as
 the best, even when it is worse) and train up to ``--patience`` epochs more than the same run
 uninterrupted. The task saves both with every checkpoint and restores them on resume
-(fairseq's ``get_checkpoint_dict`` / ``set_checkpoint_dict``). And fairseq-train hands
+(fairseq's ``get_checkpoint_dict`` / ``set_checkpoint_dict``); its learning-rate schedule is
+kept by the package itself, whatever the task (:mod:`.._resume`). And fairseq-train hands
 ``--monotonic-stop``, ``--monotonic-stop-threshold`` and ``--vision-span-threshold`` to the model
 it builds: validation (the loss, the logged DAL, ``checkpoint_best.pt``, the plateau rule) then
 measures the policy that will be decoded, not the default one (training reads none of them).
