@@ -78,8 +78,8 @@ def keep_lr_schedule_on_resume():
             trainer.lr_step(epoch_itr.epoch)  # the call fairseq's resume ended with
             after = trainer.get_lr()
             logger.info(
-                f"learning-rate step of epoch {epoch} (validation loss {val_loss:.4g}), saved "
-                f"before the checkpoint took it, made up on resume: lr {before:.6g} -> {after:.6g}"
+                f"learning-rate step of epoch {epoch} (validation loss {val_loss:.4g}; fairseq "
+                f"saved the checkpoint before taking it) made up on resume: lr {before:.6g} -> {after:.6g}"
             )
         return extra_state, epoch_itr
 
