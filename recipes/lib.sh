@@ -19,6 +19,11 @@ fail() { echo "[$RECIPE] error: $*" >&2; exit 1; }
 usage_error() { echo "[$RECIPE] error: $*" >&2; exit 2; }
 explain() { python "$ROOT/recipes/progress.py" --explain "$1"; }
 
+# every recipe that sources this file runs fairseq's commands; without them on PATH (usually: the
+# environment recipes/install.sh installed into is not active) say so before any work
+command -v fairseq-train >/dev/null 2>&1 || usage_error "fairseq-train is not on PATH: activate \
+the environment recipes/install.sh installed into (. .venv/bin/activate), or run recipes/install.sh"
+
 DEVICE=${DEVICE:-auto}
 case $DEVICE in
   auto) if python -c "import sys, torch; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then

@@ -135,6 +135,28 @@ def test_relative_paths_are_the_callers(tmp_path):
     assert f"DATA_BIN {tmp_path}/bin holds no fairseq dictionary" in result.stderr
 
 
+@pytest.mark.parametrize("script", ["train.sh", "queue.sh", "quickstart.sh"])
+def test_recipes_without_fairseq_on_path_say_how_to_get_it(tmp_path, script):
+    """Started outside the environment recipes/install.sh made (fairseq-train not on PATH), a
+    recipe says so in one line, exit 2, before it writes anything."""
+    out, data_bin = tmp_path / "out", str(tmp_path / "bin")
+    path = [p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "fairseq-train").exists()]
+    env = dict(os.environ, PATH=os.pathsep.join(path), DEVICE="cpu", OUT=str(out))
+    args = {
+        "train.sh": ["lstm_global", data_bin, str(out)],
+        "queue.sh": [str(ROOT / "recipes/claims/enja_1.queue"), data_bin, str(out)],
+        "quickstart.sh": [],  # OUT from the environment
+    }[script]
+    command = ["bash", str(ROOT / "recipes" / script), *args]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"[{script[:-3]}] error: fairseq-train is not on PATH: activate the environment "
+        "recipes/install.sh installed into (. .venv/bin/activate), or run recipes/install.sh"
+    ]
+    assert not out.exists()
+
+
 def train_recipe(toy_data_bin, out, epochs, *flags):
     args = ["lstm_global", str(toy_data_bin / "data-bin"), str(out), *flags]
     return run_recipe("train.sh", args, {"EPOCHS": str(epochs), "DEVICE": "cpu"})
