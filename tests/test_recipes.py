@@ -20,8 +20,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run_recipe(script, args, env_extra, cwd=None):
     env = dict(os.environ, **env_extra)
-    # the recipes call `python -m ...` and fairseq's CLIs from the active environment
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    # the recipes call `python -m ...` and fairseq's CLIs from the active environment (unless
+    # the test sets PATH itself)
+    if "PATH" not in env_extra:
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     return subprocess.run(
         ["bash", str(ROOT / "recipes" / script), *args],
         env=env,
@@ -141,14 +143,12 @@ def test_recipes_without_fairseq_on_path_say_how_to_get_it(tmp_path, script):
     recipe says so in one line, exit 2, before it writes anything."""
     out, data_bin = tmp_path / "out", str(tmp_path / "bin")
     path = [p for p in os.environ["PATH"].split(os.pathsep) if not (Path(p) / "fairseq-train").exists()]
-    env = dict(os.environ, PATH=os.pathsep.join(path), DEVICE="cpu", OUT=str(out))
     args = {
         "train.sh": ["lstm_global", data_bin, str(out)],
         "queue.sh": [str(ROOT / "recipes/claims/enja_1.queue"), data_bin, str(out)],
         "quickstart.sh": [],  # OUT from the environment
     }[script]
-    command = ["bash", str(ROOT / "recipes" / script), *args]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60)
+    result = run_recipe(script, args, {"PATH": os.pathsep.join(path), "DEVICE": "cpu", "OUT": str(out)})
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         f"[{script[:-3]}] error: fairseq-train is not on PATH: activate the environment "
