@@ -1,13 +1,23 @@
 """Mean and standard deviation over seeds of the rows of report tables.
 
     python -m fairseq_vision_attn.seeds TABLE.tsv [TABLE.tsv ...] [--columns BLEU RIBES]
+        [--curve BASE,BASE,... [--curve-latency DAL ...]] [--per-seed]
 
 Each TABLE is ``fairseq_vision_attn.report``'s output (a queue's ``table.{valid,test}.tsv``).
-A row named ``BASE_sN`` is seed N of system BASE; rows are grouped by BASE across all the
+A row named ``BASE_sN`` is seed N of system BASE (``BASE_sN@RULE``, a queue's decoding with
+another stopping rule, seed N of ``BASE@RULE``); rows are grouped by BASE across all the
 tables, and each group prints the seeds it holds, then for each column its mean and its sample
 standard deviation (n - 1 in the denominator; ``-`` for a single seed). A row whose name does
 not end in ``_sN`` is a group of its own. The same seed of one system in two tables is an error
 (two runs of one seed are not two seeds).
+
+``--curve waitk1,waitk3,waitk5`` draws a baseline curve through the seed means: each named group's
+point is (mean latency, mean BLEU) over its seeds, and every run of every other group gets its
+BLEU minus the piecewise-linear curve through those points at the run's own latency
+(``report.curve_bleu``: ``-`` outside the curve's range), a ``to_curve_METRIC`` column per
+``--curve-latency`` metric (default DAL; the tables need that column, i.e. the report was given
+each system's STATS_JSONL), averaged over seeds like the others. ``--per-seed`` prints one row
+per run instead of the groups' means (the distance of each seed).
 """
 
 import argparse
@@ -16,8 +26,9 @@ import statistics
 import sys
 
 from .errors import VisionAttnError, one_line_errors
+from .report import curve_bleu
 
-SEED_NAME = re.compile(r"^(?P<base>.+)_s(?P<seed>\d+)$")
+SEED_NAME = re.compile(r"^(?P<base>.+)_s(?P<seed>\d+)(?P<rule>@[^@\s]+)?$")
 
 
 def read_table(path):
@@ -49,7 +60,10 @@ def group_by_seed(tables):
     for path, rows in tables:
         for name, values in rows:
             match = SEED_NAME.match(name)
-            base, seed = (match["base"], int(match["seed"])) if match else (name, None)
+            if match:
+                base, seed = match["base"] + (match["rule"] or ""), int(match["seed"])
+            else:
+                base, seed = name, None
             if seed in groups.setdefault(base, {}):
                 raise VisionAttnError(
                     f"{name} appears twice ({where[base, seed]} and {path}): one run per seed"
@@ -57,6 +71,54 @@ def group_by_seed(tables):
             groups[base][seed] = values
             where[base, seed] = path
     return groups
+
+
+def add_curve_distances(groups, baselines, metrics):
+    """Add ``to_curve_METRIC`` to the values of every run outside ``baselines`` (see the module
+    docstring); return the new column names."""
+    unknown = [base for base in baselines if base not in groups]
+    if unknown:
+        raise VisionAttnError(f"--curve: no system named {', '.join(unknown)}; systems: {', '.join(groups)}")
+    if len(set(baselines)) < 2:
+        raise VisionAttnError("--curve: a curve needs at least two baseline systems")
+    columns = []
+    for metric in metrics:
+        points = []
+        for base in baselines:
+            runs = groups[base].values()
+            if not all("BLEU" in values and metric in values for values in runs):
+                raise VisionAttnError(
+                    f"--curve: {base} has a seed without BLEU or {metric} (report.py writes {metric} "
+                    "when given the system's STATS_JSONL)"
+                )
+            points.append(
+                (statistics.fmean(v[metric] for v in runs), statistics.fmean(v["BLEU"] for v in runs))
+            )
+        column = f"to_curve_{metric}"
+        for base, runs in groups.items():
+            if base in baselines:
+                continue
+            for values in runs.values():
+                on_curve = None
+                if "BLEU" in values and metric in values:
+                    on_curve = curve_bleu(points, values[metric])
+                if on_curve is not None:
+                    values[column] = values["BLEU"] - on_curve
+        columns.append(column)
+    return columns
+
+
+def per_seed(tables, columns):
+    """One row per run, as the tables name and order them: (name, [value or None per column]);
+    the values are the ones grouped (``add_curve_distances`` adds to them in place)."""
+    return [(name, [values.get(column) for column in columns]) for _, rows in tables for name, values in rows]
+
+
+def format_per_seed(rows, columns):
+    lines = ["\t".join(["system"] + columns)]
+    for name, cells in rows:
+        lines.append("\t".join([name] + ["-" if v is None else f"{v:.2f}" for v in cells]))
+    return "\n".join(lines)
 
 
 def summarize(groups, columns):
@@ -100,6 +162,24 @@ def get_parser():
         default=["BLEU", "RIBES"],
         help="columns to average (default: BLEU RIBES; those no table has are left out)",
     )
+    parser.add_argument(
+        "--curve",
+        metavar="BASE,BASE[,...]",
+        help="systems (names without _sN) whose seed means draw a latency/quality curve: add "
+        "every other run's BLEU distance to it (see --curve-latency)",
+    )
+    parser.add_argument(
+        "--curve-latency",
+        nargs="+",
+        default=["DAL"],
+        metavar="METRIC",
+        help="latency columns the curve is drawn in, one to_curve_METRIC column each (default: DAL)",
+    )
+    parser.add_argument(
+        "--per-seed",
+        action="store_true",
+        help="print one row per run (each seed's values) instead of each system's mean and sd",
+    )
     return parser
 
 
@@ -114,7 +194,13 @@ def main(argv=None):
             f"none of the columns {' '.join(args.columns)} is in the tables; they have: "
             f"{' '.join(sorted(present))}"
         )
-    print(format_summary(summarize(group_by_seed(tables), columns), columns))
+    groups = group_by_seed(tables)
+    if args.curve:
+        columns += add_curve_distances(groups, args.curve.split(","), args.curve_latency)
+    if args.per_seed:
+        print(format_per_seed(per_seed(tables, columns), columns))
+    else:
+        print(format_summary(summarize(groups, columns), columns))
     return 0
 
 

@@ -407,6 +407,49 @@ def test_seeds_mean_and_sample_sd_by_hand(tmp_path, capsys):
     assert exit_.value.code == 2 and "none of the columns DAL" in capsys.readouterr().err
 
 
+def test_seeds_distance_to_a_curve_through_seed_means(tmp_path, capsys):
+    """--curve draws the line through each baseline's seed means: wk1 (DAL 2, BLEU 10) and
+    (4, 20) give the point (3, 15), wk2 (7, 40) and (5, 30) give (6, 35): slope 20 / 3, so
+    BLEU 25 at DAL 4.5. m_s1 (4.5, 30) is +5, m_s2 (3, 10) is -5: mean 0, sample sd
+    sqrt(2 x 25) = 7.07; n's two seeds are +1 each; a run past DAL 6 gets no distance, and
+    neither do the baselines. (A line through seed 1 alone, (2, 10) to (7, 40), would put m_s1
+    at +5 too but m_s2 at -6: the means matter.)"""
+    from fairseq_vision_attn import seeds
+
+    first = tmp_path / "a.tsv"
+    first.write_text(
+        "system\tBLEU\tDAL\nwk1_s1\t10.00\t2.00\nwk2_s1\t40.00\t7.00\nm_s1\t30.00\t4.50\n"
+        "n_s1\t36.00\t6.00\nfar_s1\t50.00\t8.00\nm_s1@energy\t31.00\t4.50\n"
+    )
+    second = tmp_path / "b.tsv"
+    second.write_text(
+        "system\tBLEU\tDAL\nwk1_s2\t20.00\t4.00\nwk2_s2\t30.00\t5.00\nm_s2\t10.00\t3.00\nn_s2\t16\t3\n"
+    )
+    seeds.main([str(first), str(second), "--columns", "BLEU", "DAL", "--curve", "wk1,wk2"])
+    rows = {r[0]: r for r in (line.split("\t") for line in capsys.readouterr().out.splitlines())}
+    assert rows["system"][-2:] == ["to_curve_DAL", "to_curve_DAL_sd"]
+    assert rows["wk1"][2:] == ["15.00", "7.07", "3.00", "1.41", "-", "-"]
+    assert rows["m"][-2:] == ["0.00", "7.07"] and rows["n"][-2:] == ["1.00", "0.00"]
+    assert rows["far"][-2:] == ["-", "-"] and rows["m@energy"][1:3] == ["1", "31.00"]
+    seeds.main([str(first), str(second), "--columns", "BLEU", "--curve", "wk1,wk2", "--per-seed"])
+    rows = {r[0]: r for r in (line.split("\t") for line in capsys.readouterr().out.splitlines())}
+    assert rows["system"] == ["system", "BLEU", "to_curve_DAL"]
+    assert rows["m_s1"] == ["m_s1", "30.00", "5.00"] and rows["m_s2"] == ["m_s2", "10.00", "-5.00"]
+    assert rows["wk1_s2"] == ["wk1_s2", "20.00", "-"] and rows["far_s1"] == ["far_s1", "50.00", "-"]
+    assert rows["m_s1@energy"] == ["m_s1@energy", "31.00", "6.00"]  # another stopping rule: its own group
+
+    bare = tmp_path / "c.tsv"
+    bare.write_text("system\tBLEU\nwk3_s1\t12.00\n")
+    for curve, tables, message in [
+        ("wk1,nothing", [first], "--curve: no system named nothing; systems: wk1, wk2, m, n, far, m@energy"),
+        ("wk1,wk1", [first], "--curve: a curve needs at least two baseline systems"),
+        ("wk1,wk3", [first, bare], "--curve: wk3 has a seed without BLEU or DAL"),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            seeds.main([str(t) for t in tables] + ["--curve", curve])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
+
+
 def test_uncertain_stop_mass_counts_stops_where_p_is_neither_0_nor_1():
     """analysis.uncertain_stop_mass: the alignment mass on positions with 0.1 < p < 0.9 (ends
     excluded), against sums done by hand; padding (alpha 0) adds nothing."""
