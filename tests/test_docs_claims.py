@@ -70,3 +70,41 @@ def test_slug_follows_github():
         "milk-why-it-trained-half-the-epochs-on-the-gpu"
     )
     assert _slug("Quick start (toy reversal)") == "quick-start-toy-reversal"
+
+
+# rows of the table in "The wait-k line with three seeds at wait-5" -> the runs they name
+LINE_ROWS = {
+    "0.3 plain, 2": ["milk_0.3_s2"],
+    "0.3 held, 1": ["milk_0.3_lrhold_s1"],
+    "0.3 held, g = 1 after a warm-up, 1": ["milk_0.3_g1warm_s1"],
+    "0.3 held, noise 16, 1 / 2 / 3": ["milk_0.3_noise16_s1", "milk_0.3_noise16_s2", "milk_0.3_noise16_s3"],
+    "0.1 plain, 1": ["milk_0.1_s1"],
+    "0.1 held, g = 1 after a warm-up, 1": ["milk_0.1_g1warm_s1"],
+    "0.1 held, noise 16, 1 (past DAL 6)": ["milk_0.1_noise16_s1"],
+}
+
+
+def test_milk_distances_to_the_wait_k_line_are_recomputed_from_the_committed_points(capsys):
+    """docs/results.md's table of MILk's distances to the wait-k line (wait-5 as the mean of its
+    seeds) is what `seeds --curve ... --per-seed` gives on docs/results/deen_line.*.tsv."""
+    from fairseq_vision_attn import seeds
+
+    computed = {}
+    for subset in ("valid", "test", "test1"):
+        table = os.path.join(REPO, "docs", "results", f"deen_line.{subset}.tsv")
+        seeds.main([table, "--columns", "BLEU", "--curve", "waitk1,waitk3,waitk5,waitk7", "--per-seed"])
+        for line in capsys.readouterr().out.splitlines()[1:]:
+            name, _, distance = line.split("\t")
+            computed[name, subset] = distance
+    text = open(os.path.join(REPO, "docs", "results.md"), encoding="utf-8").read()
+    section = text[text.index("### The wait-k line with three seeds at wait-5") :]
+    published = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+        if line.startswith("|") and cells[0] in LINE_ROWS:
+            published[cells[0]] = cells[1:]
+    assert set(published) == set(LINE_ROWS), "the table's rows changed: update LINE_ROWS"
+    for row, runs in LINE_ROWS.items():
+        for subset, cell in zip(("valid", "test", "test1"), published[row]):
+            expected = [f"{float(computed[run, subset]):+.2f}" for run in runs]
+            assert cell.split(" / ") == expected, (row, subset)
