@@ -16,8 +16,10 @@ python -m fairseq_vision_attn.plots memory-alignment --path CKPT --data-bin DIR 
     the --subset split (Britz et al. Figs. 6-8); any attention's weights for other models
 python -m fairseq_vision_attn.plots latency --points TSV --out FILE
     BLEU against DAL, AL and AP, one curve per family (MILk paper Figs. 2-3); TSV: the report
-    table (system, BLEU, AL, AP, DAL ...), family = the system name up to its first '_' (or a
-    family column); family "offline" draws a horizontal line at its BLEU
+    table (system, BLEU, AL, AP, DAL ...), family = the system name up to its first '_', less a
+    number it ends in (waitk_3 and waitk3_s1: waitk), or a family column; family "offline" draws
+    a horizontal line at its BLEU; --seed-means draws the rows NAME_s1, NAME_s2 ... as one point
+    at their mean BLEU and latency
 python -m fairseq_vision_attn.plots streaming-attention --path CKPT --data-bin DIR --ids 0 1 --out-dir DIR
     a streaming model's attention while it decodes simultaneously, the hard head outlined
     (MILk paper Figs. 4-5); --monotonic-stop {energy,cumulative} as fairseq-generate's
@@ -46,6 +48,7 @@ from matplotlib.ft2font import FT2Font  # noqa: E402
 from .attention.monotonic import STOP_RULES  # noqa: E402
 from .errors import VisionAttnError, number, one_line_errors  # noqa: E402
 from .report import parse_generate_output  # noqa: E402
+from .seeds import SEED_NAME  # noqa: E402
 
 CJK_FONTS = ("Noto Sans CJK JP", "Noto Sans JP", "IPAexGothic", "IPAGothic", "TakaoGothic")
 
@@ -390,8 +393,9 @@ LATENCY_METRICS = ("DAL", "LAAL", "AL", "AP", "ATD")
 def read_latency_points(path, metrics=None):
     """(system, family, BLEU, {metric: value}) per row of a TSV with columns system, BLEU and the
     latency metrics (the report table; other columns are ignored) and optionally family; without
-    a family column the family is the system name up to its first '_' (``waitk_3`` -> ``waitk``).
-    ``metrics``: the columns to read, each required; None = those of LATENCY_METRICS the table has.
+    a family column the family is the system name up to its first '_', less a number it ends in
+    (``waitk_3`` and ``waitk3_s1`` -> ``waitk``). ``metrics``: the columns to read, each required;
+    None = those of LATENCY_METRICS the table has.
     """
     with open(path, encoding="utf-8") as handle:
         rows = [r for r in csv.reader(handle, delimiter="\t") if r and not r[0].startswith("#")]
@@ -408,11 +412,35 @@ def read_latency_points(path, metrics=None):
         if len(r) < len(header):
             raise VisionAttnError(f"{path} line {line}: {len(r)} columns where the header has {len(header)}")
         system = r[col["system"]]
-        family = r[col["family"]] if "family" in col else system.split("_")[0]
+        family = r[col["family"]] if "family" in col else default_family(system)
         where = f"{path} line {line}"
         latency = {m: number(r[col[m]], where) if r[col[m]] != "-" else float("nan") for m in wanted}
         points.append((system, family, number(r[col["BLEU"]], where), latency))
     return points
+
+
+def default_family(system):
+    """The name up to its first '_', less a number it ends in, unless that leaves nothing."""
+    head = system.split("_")[0]
+    return re.sub(r"\d+$", "", head) or head
+
+
+def seed_means(points):
+    """One point per system BASE whose rows are named BASE_sN (seeds.SEED_NAME): the mean BLEU
+    and latencies of its seeds, named "BASE (n seeds)" when n > 1; other rows pass unchanged."""
+    groups = {}
+    for system, family, bleu, latency in points:
+        match = SEED_NAME.match(system)
+        base = match["base"] + (match["rule"] or "") if match else system
+        groups.setdefault(base, []).append((family, bleu, latency))
+    means = []
+    for base, runs in groups.items():
+        if len({family for family, _, _ in runs}) > 1:
+            raise VisionAttnError(f"the seeds of {base} are in different families")
+        latency = {m: sum(lat[m] for _, _, lat in runs) / len(runs) for m in runs[0][2]}
+        name = base if len(runs) == 1 else f"{base} ({len(runs)} seeds)"
+        means.append((name, runs[0][0], sum(bleu for _, bleu, _ in runs) / len(runs), latency))
+    return means
 
 
 def plot_latency(points, path, title="latency / quality"):
@@ -528,6 +556,11 @@ def get_parser():
     )
     latency.add_argument("--out", required=True)
     latency.add_argument("--title", default="latency / quality")
+    latency.add_argument(
+        "--seed-means",
+        action="store_true",
+        help="draw the rows NAME_s1, NAME_s2 ... of one system as one point at their means",
+    )
     streaming = add_checkpoint_plot(
         sub, "streaming-attention", "attention with the hard head (MILk Figs. 4-5)", "test"
     )
@@ -545,7 +578,8 @@ def main(argv=None):
     parser = get_parser()
     args = parser.parse_args(argv)
     if args.command == "latency":
-        plot_latency(read_latency_points(args.points, args.metrics), args.out, args.title)
+        points = read_latency_points(args.points, args.metrics)
+        plot_latency(seed_means(points) if args.seed_means else points, args.out, args.title)
         return
     if args.command == "streaming-attention":
         streaming_attentions(

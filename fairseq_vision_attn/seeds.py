@@ -45,7 +45,7 @@ def read_table(path):
     for cells in lines:
         values = {}
         for column, cell in zip(header[1:], cells[1:]):
-            if cell != "-":
+            if cell != "-" and column != "family":  # plots latency's optional label column
                 try:
                     values[column] = float(cell)
                 except ValueError:

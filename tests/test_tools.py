@@ -358,6 +358,39 @@ def test_latency_plot_reads_the_report_table(tmp_path):
         plots.read_latency_points(bad)
 
 
+def test_latency_plot_seed_means_and_queue_names(tmp_path):
+    """Queue rows NAME_sN: the family drops the number the name's first part ends in (waitk1_s1,
+    waitk3_s2: waitk), and --seed-means draws a system's seeds as one point at their means
+    (BLEU 30 and 34 at DAL 5.0 and 5.4: 32 at 5.2); a row without a seed passes unchanged."""
+    from fairseq_vision_attn import plots
+
+    assert [plots.default_family(n) for n in ("waitk3_s1", "waitk_3", "milk_0.3_s2", "k9", "42_s1")] == [
+        "waitk",
+        "waitk",
+        "milk",
+        "k",
+        "42",
+    ]
+    table = tmp_path / "seeds.tsv"
+    table.write_text(
+        "system\tBLEU\tDAL\tfamily\n"
+        "waitk1_s1\t20.0\t1.0\twait-k\nwaitk5_s1\t30.0\t5.0\twait-k\nwaitk5_s2\t34.0\t5.4\twait-k\n"
+        "milk_0.3_s1\t33.0\t4.0\tMILk\n"
+    )
+    means = plots.seed_means(plots.read_latency_points(table))
+    assert means == [
+        ("waitk1", "wait-k", 20.0, {"DAL": 1.0}),
+        ("waitk5 (2 seeds)", "wait-k", 32.0, {"DAL": pytest.approx(5.2)}),
+        ("milk_0.3", "MILk", 33.0, {"DAL": 4.0}),
+    ]
+    out = tmp_path / "means.png"
+    plots.main(["latency", "--points", str(table), "--seed-means", "--out", str(out)])
+    assert out.stat().st_size > 10_000
+    from fairseq_vision_attn import seeds  # the family column is a label, not a number to average
+
+    assert seeds.read_table(table)[0] == ("waitk1_s1", {"BLEU": 20.0, "DAL": 1.0})
+
+
 def test_report_ribes_by_hand(tmp_path, capsys, monkeypatch):
     """RIBES = NKT * P^0.25 * BP^0.10 (Isozaki et al. 2010): an identical sentence scores 1; one
     swapped pair of 4 words has Kendall's tau (5 - 1) / 6, NKT = (tau + 1) / 2 = 5/6, P = BP = 1;
