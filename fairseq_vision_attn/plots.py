@@ -48,7 +48,7 @@ from matplotlib.ft2font import FT2Font  # noqa: E402
 from .attention.monotonic import STOP_RULES  # noqa: E402
 from .errors import VisionAttnError, number, one_line_errors  # noqa: E402
 from .report import parse_generate_output  # noqa: E402
-from .seeds import SEED_NAME  # noqa: E402
+from .seeds import split_seed  # noqa: E402
 
 CJK_FONTS = ("Noto Sans CJK JP", "Noto Sans JP", "IPAexGothic", "IPAGothic", "TakaoGothic")
 
@@ -426,13 +426,11 @@ def default_family(system):
 
 
 def seed_means(points):
-    """One point per system BASE whose rows are named BASE_sN (seeds.SEED_NAME): the mean BLEU
+    """One point per system BASE whose rows are named BASE_sN (seeds.split_seed): the mean BLEU
     and latencies of its seeds, named "BASE (n seeds)" when n > 1; other rows pass unchanged."""
     groups = {}
     for system, family, bleu, latency in points:
-        match = SEED_NAME.match(system)
-        base = match["base"] + (match["rule"] or "") if match else system
-        groups.setdefault(base, []).append((family, bleu, latency))
+        groups.setdefault(split_seed(system)[0], []).append((family, bleu, latency))
     means = []
     for base, runs in groups.items():
         if len({family for family, _, _ in runs}) > 1:

@@ -31,6 +31,14 @@ from .report import curve_bleu
 SEED_NAME = re.compile(r"^(?P<base>.+)_s(?P<seed>\d+)(?P<rule>@[^@\s]+)?$")
 
 
+def split_seed(name):
+    """``BASE_sN`` -> (BASE, N), ``BASE_sN@RULE`` -> (BASE@RULE, N), any other name -> (name, None)."""
+    match = SEED_NAME.match(name)
+    if not match:
+        return name, None
+    return match["base"] + (match["rule"] or ""), int(match["seed"])
+
+
 def read_table(path):
     """report.py's TSV as a list of (system, {column: float}); '-' cells are left out."""
     try:
@@ -59,11 +67,7 @@ def group_by_seed(tables):
     groups, where = {}, {}
     for path, rows in tables:
         for name, values in rows:
-            match = SEED_NAME.match(name)
-            if match:
-                base, seed = match["base"] + (match["rule"] or ""), int(match["seed"])
-            else:
-                base, seed = name, None
+            base, seed = split_seed(name)
             if seed in groups.setdefault(base, {}):
                 raise VisionAttnError(
                     f"{name} appears twice ({where[base, seed]} and {path}): one run per seed"
