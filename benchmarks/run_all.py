@@ -37,6 +37,7 @@ BENCHMARKS = {
     "milk_train": ["bench_milk.py", "train", "--updates", "60", "--rounds", "2"],
     "milk_alignment": ["bench_milk.py", "alignment", "--repeats", "15"],
     "milk_kernels": ["bench_milk.py", "kernels"],
+    "threads": ["bench_threads.py", "--epochs", "2", "--rounds", "2", "--cap", "120"],
     "simultaneous_batch": [
         "bench_simultaneous_batch.py",
         "--archs",
