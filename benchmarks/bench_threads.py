@@ -101,7 +101,7 @@ def main():
                 shown = f"{seconds:.1f} s" if seconds is not None else f"> {args.cap:.0f} s (stopped)"
                 where = "beside a busy process" if busy else "idle"
                 print(f"round {round_ + 1}: {threads} thread(s), {where}: {shown}", flush=True)
-    base = statistics.median(times[1, False])
+    base = statistics.median(args.cap if v is None else v for v in times[1, False])
     print("\ntorch threads\tother busy processes\twall s, median (min-max)\tagainst 1 thread idle")
     for (threads, busy), values in times.items():
         capped = any(v is None for v in values)

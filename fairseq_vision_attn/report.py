@@ -202,15 +202,20 @@ def get_parser():
     return parser
 
 
+def check_curve_names(baselines, systems):
+    """--curve's names: each one of ``systems``, at least two different ones."""
+    unknown = [name for name in baselines if name not in systems]
+    if unknown:
+        raise VisionAttnError(f"--curve: no system named {', '.join(unknown)}; systems: {', '.join(systems)}")
+    if len(set(baselines)) < 2:
+        raise VisionAttnError("--curve: a curve needs at least two baseline systems")
+
+
 def add_curve_distances(rows, baselines, metrics):
     """Add ``to_curve_METRIC`` to each row's statistics (see the module docstring); return the
     new column names."""
     by_name = {name: (bleu, stats) for name, bleu, stats in rows}
-    unknown = [name for name in baselines if name not in by_name]
-    if unknown:
-        raise VisionAttnError(f"--curve: no system named {', '.join(unknown)}; systems: {', '.join(by_name)}")
-    if len(set(baselines)) < 2:
-        raise VisionAttnError("--curve: a curve needs at least two baseline systems")
+    check_curve_names(baselines, list(by_name))
     columns = []
     for metric in metrics:
         missing = [name for name in baselines if metric not in by_name[name][1]]

@@ -26,7 +26,7 @@ import statistics
 import sys
 
 from .errors import VisionAttnError, one_line_errors
-from .report import curve_bleu
+from .report import check_curve_names, curve_bleu
 
 SEED_NAME = re.compile(r"^(?P<base>.+)_s(?P<seed>\d+)(?P<rule>@[^@\s]+)?$")
 
@@ -80,11 +80,7 @@ def group_by_seed(tables):
 def add_curve_distances(groups, baselines, metrics):
     """Add ``to_curve_METRIC`` to the values of every run outside ``baselines`` (see the module
     docstring); return the new column names."""
-    unknown = [base for base in baselines if base not in groups]
-    if unknown:
-        raise VisionAttnError(f"--curve: no system named {', '.join(unknown)}; systems: {', '.join(groups)}")
-    if len(set(baselines)) < 2:
-        raise VisionAttnError("--curve: a curve needs at least two baseline systems")
+    check_curve_names(baselines, list(groups))
     columns = []
     for metric in metrics:
         points = []
