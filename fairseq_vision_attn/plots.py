@@ -420,9 +420,10 @@ def read_latency_points(path, metrics=None):
 
 
 def default_family(system):
-    """The name up to its first '_', less a number it ends in, unless that leaves nothing."""
+    """The name up to its first '_', less a number it ends in (and a '-' before it), unless
+    that leaves nothing: waitk3_s1, wait-3 and milk0.1 -> waitk, wait, milk."""
     head = system.split("_")[0]
-    return re.sub(r"\d+$", "", head) or head
+    return re.sub(r"-?[\d.]+$", "", head) or head
 
 
 def seed_means(points):

@@ -364,12 +364,17 @@ def test_latency_plot_seed_means_and_queue_names(tmp_path):
     (BLEU 30 and 34 at DAL 5.0 and 5.4: 32 at 5.2); a row without a seed passes unchanged."""
     from fairseq_vision_attn import plots
 
-    assert [plots.default_family(n) for n in ("waitk3_s1", "waitk_3", "milk_0.3_s2", "k9", "42_s1")] == [
+    assert [
+        plots.default_family(n)
+        for n in ("waitk3_s1", "waitk_3", "milk_0.3_s2", "k9", "42_s1", "wait-3", "milk0.1")
+    ] == [
         "waitk",
         "waitk",
         "milk",
         "k",
         "42",
+        "wait",
+        "milk",
     ]
     table = tmp_path / "seeds.tsv"
     table.write_text(
