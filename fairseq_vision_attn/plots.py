@@ -17,9 +17,9 @@ python -m fairseq_vision_attn.plots memory-alignment --path CKPT --data-bin DIR 
 python -m fairseq_vision_attn.plots latency --points TSV --out FILE
     BLEU against DAL, AL and AP, one curve per family (MILk paper Figs. 2-3); TSV: the report
     table (system, BLEU, AL, AP, DAL ...), family = the system name up to its first '_', less a
-    number it ends in (waitk_3 and waitk3_s1: waitk), or a family column; family "offline" draws
-    a horizontal line at its BLEU; --seed-means draws the rows NAME_s1, NAME_s2 ... as one point
-    at their mean BLEU and latency
+    number it ends in (waitk_3, waitk3_s1, wait-3: waitk, waitk, wait), or a family column;
+    family "offline" draws a horizontal line at its BLEU; --seed-means draws the rows NAME_s1,
+    NAME_s2 ... as one point at their mean BLEU and latency
 python -m fairseq_vision_attn.plots streaming-attention --path CKPT --data-bin DIR --ids 0 1 --out-dir DIR
     a streaming model's attention while it decodes simultaneously, the hard head outlined
     (MILk paper Figs. 4-5); --monotonic-stop {energy,cumulative} as fairseq-generate's
@@ -32,6 +32,7 @@ import logging
 import math
 import os
 import re
+import statistics
 import sys
 import textwrap
 
@@ -393,8 +394,8 @@ LATENCY_METRICS = ("DAL", "LAAL", "AL", "AP", "ATD")
 def read_latency_points(path, metrics=None):
     """(system, family, BLEU, {metric: value}) per row of a TSV with columns system, BLEU and the
     latency metrics (the report table; other columns are ignored) and optionally family; without
-    a family column the family is the system name up to its first '_', less a number it ends in
-    (``waitk_3`` and ``waitk3_s1`` -> ``waitk``). ``metrics``: the columns to read, each required;
+    a family column the family is :func:`default_family` of the system name (``waitk_3`` and
+    ``waitk3_s1`` -> ``waitk``). ``metrics``: the columns to read, each required;
     None = those of LATENCY_METRICS the table has.
     """
     with open(path, encoding="utf-8") as handle:
@@ -434,11 +435,14 @@ def seed_means(points):
         groups.setdefault(split_seed(system)[0], []).append((family, bleu, latency))
     means = []
     for base, runs in groups.items():
-        if len({family for family, _, _ in runs}) > 1:
-            raise VisionAttnError(f"the seeds of {base} are in different families")
-        latency = {m: sum(lat[m] for _, _, lat in runs) / len(runs) for m in runs[0][2]}
+        families = sorted({family for family, _, _ in runs})
+        if len(families) > 1:
+            raise VisionAttnError(
+                f"--seed-means: the seeds of {base} are in families {', '.join(families)}: give them one"
+            )
+        latency = {m: statistics.fmean(lat[m] for _, _, lat in runs) for m in runs[0][2]}
         name = base if len(runs) == 1 else f"{base} ({len(runs)} seeds)"
-        means.append((name, runs[0][0], sum(bleu for _, bleu, _ in runs) / len(runs), latency))
+        means.append((name, families[0], statistics.fmean(bleu for _, bleu, _ in runs), latency))
     return means
 
 

@@ -99,10 +99,8 @@ def add_curve_distances(groups, baselines, metrics):
             if base in baselines:
                 continue
             for values in runs.values():
-                on_curve = None
-                if "BLEU" in values and metric in values:
-                    on_curve = curve_bleu(points, values[metric])
-                if on_curve is not None:
+                on_curve = curve_bleu(points, values[metric]) if metric in values else None
+                if on_curve is not None and "BLEU" in values:
                     values[column] = values["BLEU"] - on_curve
         columns.append(column)
     return columns

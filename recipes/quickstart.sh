@@ -13,8 +13,9 @@ EPOCHS=${EPOCHS:-8}
 ARCHS=${ARCHS:-"lstm_noattn lstm_global lstm_local lstm_flexible lstm_memory lstm_sact lstm_waitk lstm_monotonic lstm_mocha lstm_milk"}
 LATENCY_WEIGHT=${LATENCY_WEIGHT:-0.05}  # lambda of MILk Eq. 15 for the streaming archs
 FLEX_TAU=${FLEX_TAU:-1.0}  # lstm_flexible is decoded twice: tau = inf and tau = FLEX_TAU
-# one torch thread: the toy models run as fast on one as on two idle cores, and two collapse
-# beside any other busy process (OpenMP workers spin-waiting for each other: benchmarks/bench_threads.py)
+# one torch thread: the toy models train about as fast on one as on two idle cores, and two
+# collapse beside a busy process of another session, e.g. a training started from another
+# terminal (the kernel shares CPU by session; OpenMP workers wait for each other: benchmarks/bench_threads.py)
 THREADS=${THREADS:-1}
 export OMP_NUM_THREADS=$THREADS
 

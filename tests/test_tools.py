@@ -358,7 +358,7 @@ def test_latency_plot_reads_the_report_table(tmp_path):
         plots.read_latency_points(bad)
 
 
-def test_latency_plot_seed_means_and_queue_names(tmp_path):
+def test_latency_plot_seed_means_and_queue_names(tmp_path, capsys):
     """Queue rows NAME_sN: the family drops the number the name's first part ends in (waitk1_s1,
     waitk3_s2: waitk), and --seed-means draws a system's seeds as one point at their means
     (BLEU 30 and 34 at DAL 5.0 and 5.4: 32 at 5.2); a row without a seed passes unchanged."""
@@ -394,6 +394,11 @@ def test_latency_plot_seed_means_and_queue_names(tmp_path):
     from fairseq_vision_attn import seeds  # the family column is a label, not a number to average
 
     assert seeds.read_table(table)[0] == ("waitk1_s1", {"BLEU": 20.0, "DAL": 1.0})
+    mixed = tmp_path / "mixed.tsv"
+    mixed.write_text("system\tBLEU\tDAL\tfamily\nm_s1\t1\t1\ta\nm_s2\t2\t2\tb\n")
+    with pytest.raises(SystemExit) as exit_:
+        plots.main(["latency", "--points", str(mixed), "--seed-means", "--out", str(out)])
+    assert exit_.value.code == 2 and "the seeds of m are in families a, b" in capsys.readouterr().err
 
 
 def test_report_ribes_by_hand(tmp_path, capsys, monkeypatch):
