@@ -72,8 +72,12 @@ def test_slug_follows_github():
     assert _slug("Quick start (toy reversal)") == "quick-start-toy-reversal"
 
 
-# rows of the table in "The wait-k line with three seeds at wait-5" -> the runs they name
+# rows of the table in "The wait-k line with seeds at wait-3 and wait-5" -> the runs they name
 LINE_ROWS = {
+    "1 held, 1": ["milk_1_s1"],
+    "1 held, noise 16, 1": ["milk_1_noise16_s1"],
+    "1 held, g = 1 after a warm-up, 1": ["milk_1_g1warm_s1"],
+    "0.3 plain, 1 (H100, cut at 41 epochs)": ["milk_0.3_s1"],
     "0.3 plain, 2": ["milk_0.3_s2"],
     "0.3 held, 1": ["milk_0.3_lrhold_s1"],
     "0.3 held, g = 1 after a warm-up, 1": ["milk_0.3_g1warm_s1"],
@@ -85,8 +89,8 @@ LINE_ROWS = {
 
 
 def test_milk_distances_to_the_wait_k_line_are_recomputed_from_the_committed_points(capsys):
-    """docs/results.md's table of MILk's distances to the wait-k line (wait-5 as the mean of its
-    seeds) is what `seeds --curve ... --per-seed` gives on docs/results/deen_line.*.tsv."""
+    """docs/results.md's table of MILk's distances to the wait-k line (wait-3 and wait-5 as the means of
+    their seeds) is what `seeds --curve ... --per-seed` gives on docs/results/deen_line.*.tsv."""
     from fairseq_vision_attn import seeds
 
     computed = {}
@@ -97,7 +101,7 @@ def test_milk_distances_to_the_wait_k_line_are_recomputed_from_the_committed_poi
             name, _, distance = line.split("\t")
             computed[name, subset] = distance
     text = open(os.path.join(REPO, "docs", "results.md"), encoding="utf-8").read()
-    section = text[text.index("### The wait-k line with three seeds at wait-5") :]
+    section = text[text.index("### The wait-k line with seeds at wait-3 and wait-5") :]
     published = {}
     for line in section.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]
