@@ -94,6 +94,22 @@ MEMORY_TOY = {"STAGES": "toy"}
             "no_models/flexible_s3/checkpoints/checkpoint_best.pt does not exist",
         ),
         ("flexible_attention.sh", {"SEED": "two"}, "SEED: 'two' is not a seed"),
+        (
+            "claims/cpu_deen_lanes.sh",
+            {"LANE_A": "deen_milk5"},
+            "lane row 'deen_milk5' is not QUEUE:NAME (e.g. deen_milk5:milk_0.1_hold_s2)",
+        ),
+        (
+            "claims/cpu_deen_lanes.sh",
+            {"LANE_B": "deen_milk5:milk_0.1_hold_s2 deen_nine:x"},
+            "lane row 'deen_nine:x': no queue recipes/claims/deen_nine.queue (the queues: cpu_deen ",
+        ),
+        (
+            "claims/cpu_deen_lanes.sh",
+            {"LANE_A": "deen_milk5:milk_9_s1"},
+            "milk_9_s1 is not a row of recipes/claims/deen_milk5.queue (its rows: milk_0.3_noise16_s2 "
+            "milk_0.3_noise16_s3 milk_0.1_hold_s2 milk_0.1_hold_s3)",
+        ),
     ],
 )
 def test_recipes_refuse_bad_settings(tmp_path, script, env_extra, message):
@@ -102,6 +118,19 @@ def test_recipes_refuse_bad_settings(tmp_path, script, env_extra, message):
     result = run_recipe(script, [str(tmp_path / "no_data"), str(out)], env_extra)
     assert result.returncode == 2
     assert message in result.stderr
+    assert not out.exists()
+
+
+def test_deen_lanes_without_a_data_bin_ask_for_the_corpus(tmp_path):
+    """The De-En lanes prepare the data only from a corpus they are given: with neither a
+    prepared OUT_DIR/prep nor DATA_DIR they say so in one line, before they write anything."""
+    out = tmp_path / "out"
+    result = run_recipe("claims/cpu_deen_lanes.sh", ["", str(out)], {})
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"[cpu_deen_lanes] error: {out}/prep/data-bin does not exist: give the Multi30k corpus as "
+        "DATA_DIR (e.g. ../shared/data/multi30k_de_en)"
+    ]
     assert not out.exists()
 
 
@@ -137,7 +166,7 @@ def test_relative_paths_are_the_callers(tmp_path):
     assert f"DATA_BIN {tmp_path}/bin holds no fairseq dictionary" in result.stderr
 
 
-@pytest.mark.parametrize("script", ["train.sh", "queue.sh", "quickstart.sh"])
+@pytest.mark.parametrize("script", ["train.sh", "queue.sh", "quickstart.sh", "claims/cpu_deen_lanes.sh"])
 def test_recipes_without_fairseq_on_path_say_how_to_get_it(tmp_path, script):
     """Started outside the environment recipes/install.sh made (fairseq-train not on PATH), a
     recipe says so in one line, exit 2, before it writes anything."""
@@ -147,11 +176,12 @@ def test_recipes_without_fairseq_on_path_say_how_to_get_it(tmp_path, script):
         "train.sh": ["lstm_global", data_bin, str(out)],
         "queue.sh": [str(ROOT / "recipes/claims/enja_1.queue"), data_bin, str(out)],
         "quickstart.sh": [],  # OUT from the environment
+        "claims/cpu_deen_lanes.sh": ["", str(out)],
     }[script]
     result = run_recipe(script, args, {"PATH": os.pathsep.join(path), "DEVICE": "cpu", "OUT": str(out)})
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
-        f"[{script[:-3]}] error: fairseq-train is not on PATH: activate the environment "
+        f"[{Path(script).stem}] error: fairseq-train is not on PATH: activate the environment "
         "recipes/install.sh installed into (. .venv/bin/activate), or run recipes/install.sh"
     ]
     assert not out.exists()

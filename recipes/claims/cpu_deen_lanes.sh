@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The De-En (Multi30k) claim runs a 2-core CPU still owes, as two single-thread lanes side by
+# side: each lane trains its rows (QUEUE:NAME, a row NAME of recipes/claims/QUEUE.queue) one after
+# another to the plateau rule's end and decodes each on valid, test and test1 (test_2017) as it
+# finishes, greedy for the streaming archs, MILk also with --monotonic-stop cumulative.
+#   bash recipes/claims/cpu_deen_lanes.sh [DATA_DIR] [OUT_DIR]
+# DATA_DIR: the Multi30k corpus (`prepare_data.sh deen`'s input; e.g. ../shared/data/multi30k_de_en),
+# needed only while OUT_DIR/prep/data-bin does not exist. OUT_DIR (outputs/claims/deen): each
+# queue's runs and tables go to OUT_DIR/cpu_QUEUE less its "deen_" (cpu_waitk_seeds, cpu_milk5, ...).
+# Resumable: run it again after an interruption; a finished row is skipped, an interrupted one
+# resumes from its checkpoint_last.pt. Logs: OUT_DIR/lane{A,B}.log.
+# Environment: LANE_A, LANE_B (rows in order; the defaults below), and queue.sh's own settings.
+# The default order is what decides the claims first (docs/results.md, "The wait-k line with
+# seeds"): wait-7's seeds (the line next to MILk's DAL-6 points) and lambda 0.1's (those points),
+# then wait-3's third seed, then the De-En baseline pair and flexible attention (not yet at the
+# rule's end on De-En).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
+DATA_DIR=$(arg_path "${1:-}" "")
+OUT=$(arg_path "${2:-}" "$ROOT/outputs/claims/deen")
+LANE_A=${LANE_A:-"deen_waitk_seeds:waitk7_s2 deen_waitk_seeds:waitk7_s3 deen_waitk_seeds:waitk3_s3 deen_1:fairseq_lstm_s1"}
+LANE_B=${LANE_B:-"deen_milk5:milk_0.1_hold_s3 deen_milk5:milk_0.1_hold_s2 deen_1:global_bi_s1 deen_3:flexible_s1"}
+
+# every row named must exist before anything trains
+for item in $LANE_A $LANE_B; do
+  [[ $item == *:* ]] || usage_error "lane row '$item' is not QUEUE:NAME (e.g. deen_milk5:milk_0.1_hold_s2)"
+  queue=$ROOT/recipes/claims/${item%%:*}.queue
+  [ -f "$queue" ] || usage_error "lane row '$item': no queue recipes/claims/${item%%:*}.queue (the queues: \
+$(cd "$ROOT/recipes/claims" && ls -- *.queue | sed 's/\.queue$//' | paste -sd ' '))"
+  awk -v name="${item#*:}" '$1 == name {found = 1} END {exit !found}' "$queue" || usage_error "lane row '$item': ${item#*:} is not a row of \
+recipes/claims/${item%%:*}.queue (its rows: $(awk 'NF && $1 !~ /^#/ {print $1}' "$queue" | paste -sd ' '))"
+done
+
+DATA_BIN=$OUT/prep/data-bin
+if [ ! -f "$OUT/prep/corpus.json" ]; then
+  [ -n "$DATA_DIR" ] || usage_error "$OUT/prep/data-bin does not exist: give the Multi30k corpus \
+as DATA_DIR (e.g. ../shared/data/multi30k_de_en)"
+  bash "$ROOT/recipes/prepare_data.sh" deen "$DATA_DIR" "$OUT/prep"
+fi
+mkdir -p "$OUT"
+
+lane() {  # ROWS...: train and decode each row in turn
+  for item in "$@"; do
+    queue=${item%%:*}
+    ONLY=${item#*:} DEVICE=cpu PARALLEL=1 THREADS=1 SUBSETS="valid test test1" TOKENIZE=13a \
+      MONOTONIC_STOP=cumulative GEN_FLAGS="--remove-bpe --tokenizer moses --source-lang de --target-lang en" \
+      bash "$ROOT/recipes/queue.sh" "$ROOT/recipes/claims/$queue.queue" "$DATA_BIN" "$OUT/cpu_${queue#deen_}"
+  done
+}
+say "lane A: $LANE_A (log: $OUT/laneA.log)"
+say "lane B: $LANE_B (log: $OUT/laneB.log)"
+# shellcheck disable=SC2086  # the lanes are word lists
+lane $LANE_A >> "$OUT/laneA.log" 2>&1 &
+lane_a=$!
+# shellcheck disable=SC2086
+lane $LANE_B >> "$OUT/laneB.log" 2>&1 &
+lane_b=$!
+status=0
+wait "$lane_a" || status=$?
+wait "$lane_b" || status=$?
+[ "$status" -eq 0 ] || fail "a lane stopped (exit $status): see $OUT/lane{A,B}.log"
+say "both lanes finished: tables in $OUT/cpu_*/table.{valid,test,test1}.tsv"
