@@ -6,7 +6,8 @@
 # OUT_DIR/train.log; the terminal gets one line per epoch. Re-running resumes from
 # checkpoint_last.pt (a finished run returns at once). DEVICE: auto (GPU if any), cpu or cuda;
 # NAME (the name on the progress lines; default ARCH); TIME_LIMIT (seconds, 0 = none: stop, exit 3).
-# Exit 3 too when a signal stopped the training (a session's end): resumable, not failed.
+# Exit 3 too when a signal stopped the training (a session's end): resumable, not failed. Exit 2
+# at once when another training holds OUT_DIR (its lock file OUT_DIR/.train.lock).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 arch=${1:?"usage: train.sh ARCH DATA_BIN OUT_DIR [fairseq-train flags]"}
@@ -17,6 +18,13 @@ EPOCHS=${EPOCHS:-8}
 [ -f "$bin/dict.$(ls "$bin" 2>/dev/null | sed -n 's/^dict\.\(.*\)\.txt$/\1/p' | head -n 1).txt" ] \
   || usage_error "DATA_BIN $bin holds no fairseq dictionary (dict.*.txt): binarize it with recipes/prepare_data.sh"
 mkdir -p "$out"
+# one training per OUT_DIR: a second one (the same queue row started twice) would write the same
+# checkpoints; the lock goes with the training's processes
+if command -v flock >/dev/null 2>&1; then
+  exec 9>>"$out/.train.lock"
+  flock -n 9 || usage_error "$out is being trained by another process already (its lock: \
+$out/.train.lock): let it finish, or stop it, and run again"
+fi
 cd "$ROOT"
 train_logged "${NAME:-$arch}" "$out/train.log" "$EPOCHS" \
   fairseq-train "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn --arch "$arch" \

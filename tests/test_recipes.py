@@ -192,6 +192,29 @@ def train_recipe(toy_data_bin, out, epochs, *flags):
     return run_recipe("train.sh", args, {"EPOCHS": str(epochs), "DEVICE": "cpu"})
 
 
+def test_a_second_training_into_the_same_folder_is_refused(tmp_path, toy_data_bin):
+    """While one training holds OUT_DIR (its lock), a second started into it (the same queue row
+    twice) stops at once with one line, exit 2, and leaves the first one's files alone."""
+    import fcntl
+
+    out = tmp_path / "exp"
+    out.mkdir()
+    (out / "train.log").write_text("the first training's log\n")
+    with open(out / ".train.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        result = train_recipe(toy_data_bin, out, 1)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"[train] error: {out} is being trained by another process already (its lock: "
+        f"{out}/.train.lock): let it finish, or stop it, and run again"
+    ]
+    assert (out / "train.log").read_text() == "the first training's log\n"
+    assert not (out / "checkpoints").exists()
+    # the lock released, the same command trains
+    assert train_recipe(toy_data_bin, out, 1).returncode == 0
+    assert (out / "checkpoints" / "checkpoint_last.pt").exists()
+
+
 def test_failed_training_is_one_line(tmp_path, toy_data_bin):
     """fairseq's output goes to the log; the terminal gets the one line that says why."""
     out = tmp_path / "exp"
