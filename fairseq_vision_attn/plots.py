@@ -45,6 +45,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
 from matplotlib.ft2font import FT2Font  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 
 from .attention.monotonic import STOP_RULES  # noqa: E402
 from .errors import VisionAttnError, number, one_line_errors  # noqa: E402
@@ -195,13 +196,13 @@ def plot_tradeoff(points, path, title="window size vs BLEU"):
     """points: [(label, window, bleu)] -> a line plot (Shu & Nakayama Fig. 3)."""
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.plot([p[1] for p in points], [p[2] for p in points], "o-")
-    for label, window, bleu in points:
-        ax.annotate(label, (window, bleu), fontsize=7, textcoords="offset points", xytext=(3, 3))
     ax.set_xlabel("average window size (source positions scored per step)")
     ax.set_ylabel("BLEU")
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
+    ax.margins(x=0.12, y=0.1)  # room for the labels of the outermost points
     fig.tight_layout()
+    place_labels(ax, [(window, bleu, label) for label, window, bleu in points], fontsize=7)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
@@ -446,10 +447,50 @@ def seed_means(points):
     return means
 
 
+# where a point's label may go, in points from the point (the first free one wins): right above,
+# right below, left above, left below, then further up and down
+LABEL_OFFSETS = [(3, 2), (3, -8), (-3, 2), (-3, -8)] + [
+    (dx, dy) for step in (7, 14, 21) for dx in (3, -3) for dy in (2 + step, -8 - step)
+]
+
+
+def place_labels(ax, labelled, fontsize=6):
+    """Annotate each (x, y, text) at the first offset of LABEL_OFFSETS where its text overlaps no
+    point and no label placed before it and stays inside the axes (where none is free, the one
+    with the fewest overlaps); a label moved off its point's corner gets a thin line to the point.
+    Returns the annotations."""
+    renderer = ax.figure.canvas.get_renderer()
+    inside = ax.get_window_extent(renderer)
+    boxes = []
+    for x, y, _ in labelled:  # every point's marker, 4 pixels each way
+        px, py = ax.transData.transform((x, y))
+        boxes.append(Bbox.from_extents(px - 4, py - 4, px + 4, py + 4))
+    placed = []
+    for x, y, text in labelled:
+        best = None
+        for dx, dy in LABEL_OFFSETS:
+            style = {"fontsize": fontsize, "textcoords": "offset points", "ha": "left" if dx > 0 else "right"}
+            trial = ax.annotate(text, (x, y), xytext=(dx, dy), **style)
+            box = trial.get_window_extent(renderer)
+            trial.remove()
+            outside = not (inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1))
+            clashes = sum(box.overlaps(other) for other in boxes) + outside
+            if best is None or clashes < best[0]:
+                best = (clashes, (dx, dy), style, box)
+            if clashes == 0:
+                break
+        _, (dx, dy), style, box = best
+        line = None if abs(dy) < 9 else {"arrowstyle": "-", "lw": 0.4, "color": "grey", "shrinkB": 2}
+        placed.append(ax.annotate(text, (x, y), xytext=(dx, dy), arrowprops=line, **style))
+        boxes.append(box)
+    return placed
+
+
 def plot_latency(points, path, title="latency / quality"):
-    """BLEU against each latency metric of the points; one line per family sorted by latency."""
+    """BLEU against each latency metric of the points; one line per family sorted by latency,
+    every point labelled with its name where the label overlaps no other."""
     metrics = list(points[0][3]) if points else ["DAL"]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4.2 * len(metrics), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5.0 * len(metrics), 4.2), squeeze=False)
     axes = axes[0]
     families = sorted({family for _, family, _, _ in points})
     for ax, metric in zip(axes, metrics):
@@ -460,14 +501,16 @@ def plot_latency(points, path, title="latency / quality"):
                     ax.axhline(bleu, color="grey", ls="--", lw=1, label=f"{name} (offline)")
                 continue
             ax.plot([m[0] for m in members], [m[1] for m in members], "o-", ms=4, label=family)
-            for x, y, name in members:
-                ax.annotate(name, (x, y), fontsize=6, xytext=(2, 2), textcoords="offset points")
         ax.set_xlabel(metric)
         ax.set_ylabel("BLEU")
         ax.grid(alpha=0.3)
+        ax.margins(x=0.12, y=0.08)  # room for the labels of the outermost points
     axes[0].legend(fontsize=7)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
+    for ax, metric in zip(axes, metrics):  # the labels last: the axes have their final size
+        members = sorted((lat[metric], bleu, name) for name, fam, bleu, lat in points if fam != "offline")
+        place_labels(ax, members)
     fig.savefig(path, dpi=120)
     plt.close(fig)
 

@@ -358,6 +358,57 @@ def test_latency_plot_reads_the_report_table(tmp_path):
         plots.read_latency_points(bad)
 
 
+def test_latency_plot_labels_overlap_no_other_label_and_no_point():
+    """The De-En line's crowded points (wait-3 beside MILk at DAL 2-4, wait-5 beside lambda 0.1
+    at DAL 5-6): each label's text overlaps no other label and no point's marker, where labels
+    all at the same corner of their points overlap."""
+    import matplotlib.pyplot as plt
+    from matplotlib.text import Text
+    from matplotlib.transforms import Bbox
+
+    from fairseq_vision_attn import plots
+
+    points = [
+        (2.21, 34.37, "milk_1_g1warm"),
+        (3.04, 34.91, "milk_1_noise16"),
+        (3.21, 34.52, "waitk3 (2 seeds)"),
+        (4.12, 34.48, "milk_0.3 (2 seeds)"),
+        (4.12, 35.41, "milk_0.3_g1warm"),
+        (5.18, 34.98, "waitk5 (3 seeds)"),
+        (5.84, 35.10, "milk_0.1"),
+        (5.87, 35.02, "milk_0.1_g1warm"),
+    ]
+    fig, ax = plt.subplots(figsize=(5.0, 4.2))
+    ax.plot([p[0] for p in points], [p[1] for p in points], "o", ms=4)
+    ax.set_xlim(0.5, 8)
+    ax.set_ylim(28, 38)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+
+    def text_boxes(labels):
+        fig.canvas.draw()
+        return [Text.get_window_extent(label, renderer) for label in labels]
+
+    def overlapping(boxes):
+        return [(i, j) for i in range(len(boxes)) for j in range(i) if boxes[i].overlaps(boxes[j])]
+
+    corner = [
+        ax.annotate(n, (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points") for x, y, n in points
+    ]
+    assert overlapping(text_boxes(corner))  # the case is real
+    for label in corner:
+        label.remove()
+    placed = plots.place_labels(ax, points)
+    boxes = text_boxes(placed)
+    assert [label.get_text() for label in placed] == [n for _, _, n in points]
+    assert overlapping(boxes) == []
+    for x, y, _ in points:
+        px, py = ax.transData.transform((x, y))
+        marker = Bbox.from_extents(px - 3, py - 3, px + 3, py + 3)
+        assert not any(box.overlaps(marker) for box in boxes), (x, y)
+    plt.close(fig)
+
+
 def test_latency_plot_seed_means_and_queue_names(tmp_path, capsys):
     """Queue rows NAME_sN: the family drops the number the name's first part ends in (waitk1_s1,
     waitk3_s2: waitk), and --seed-means draws a system's seeds as one point at their means
