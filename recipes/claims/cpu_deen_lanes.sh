@@ -12,13 +12,13 @@
 # Environment: LANE_A, LANE_B (rows in order; the defaults below), and queue.sh's own settings.
 # The default order is what decides the claims first (docs/results.md, "The wait-k line with
 # seeds"): wait-7's seeds (the line next to MILk's DAL-6 points) and lambda 0.1's (those points),
-# then wait-3's third seed, then the De-En baseline pair and flexible attention (not yet at the
-# rule's end on De-En).
+# then wait-3's third seed, then the De-En baseline pair, flexible attention and local-p (not yet
+# at the rule's end on De-En).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
 OUT=$(arg_path "${2:-}" "$ROOT/outputs/claims/deen")
-LANE_A=${LANE_A:-"deen_waitk_seeds:waitk7_s2 deen_waitk_seeds:waitk7_s3 deen_waitk_seeds:waitk3_s3 deen_1:fairseq_lstm_s1"}
+LANE_A=${LANE_A:-"deen_waitk_seeds:waitk7_s2 deen_waitk_seeds:waitk7_s3 deen_waitk_seeds:waitk3_s3 deen_1:fairseq_lstm_s1 deen_3:local_s1"}
 LANE_B=${LANE_B:-"deen_milk5:milk_0.1_hold_s3 deen_milk5:milk_0.1_hold_s2 deen_1:global_bi_s1 deen_3:flexible_s1"}
 
 # every row named must exist before anything trains
