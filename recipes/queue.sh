@@ -18,6 +18,8 @@
 # systems with a monotonic head are also decoded with --monotonic-stop RULE into
 # NAME/SUBSET.RULE.*, a row NAME@RULE in each table), ONLY ("NAME [NAME ...]": train and decode
 # only these systems, e.g. one row on a CPU; the tables still list every system decoded so far).
+# Exit 1 when a system's training failed (after the others and the tables); a training stopped
+# by TIME_LIMIT or a signal is not a failure: it resumes on the next run.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 queue=$(arg_path "${1:?"usage: queue.sh QUEUE_FILE DATA_BIN OUT_DIR"}" "")
@@ -93,15 +95,20 @@ decode_pending() {  # NAME: every subset (and MONOTONIC_STOP rule) not decoded s
   done
 }
 
-train_one() {
-  local name=$1 arch flags
+train_one() {  # NAME; a training that fails (not one stopped to resume) leaves $specs_dir/NAME.failed
+  local name=$1 arch flags status=0
   read -r arch flags < "$specs_dir/$name"
+  rm -f "$specs_dir/$name.failed"
   # shellcheck disable=SC2086
-  if NAME=$name TIME_LIMIT=$TIME_LIMIT bash recipes/train.sh "$arch" "$bin" "$out/$name" $RULE $flags; then
+  NAME=$name TIME_LIMIT=$TIME_LIMIT bash recipes/train.sh "$arch" "$bin" "$out/$name" $RULE $flags || status=$?
+  if [ "$status" -eq 0 ]; then
     touch "$out/$name/done"
     decode_pending "$name"
-  else
+  elif [ "$status" -eq 3 ]; then  # TIME_LIMIT or a signal: train.sh said it resumes
     say "$name: not finished (resumes on the next run)"
+  else
+    touch "$specs_dir/$name.failed"
+    say "$name: not trained (exit $status; its error is above)"
   fi
 }
 running=0
@@ -136,3 +143,9 @@ for subset in $SUBSETS; do
   python -m fairseq_vision_attn.report "${specs[@]}" --tokenize "$TOKENIZE" ${REPORT_FLAGS:-} > "$out/table.$subset.tsv"
   say "table: $out/table.$subset.tsv"
 done
+# the other systems trained and the tables written, a system whose training failed fails the queue
+failed=()
+for name in "${names[@]}"; do
+  [ "$DECODE_ONLY" != 1 ] && selected "$name" && [ -f "$specs_dir/$name.failed" ] && failed+=("$name")
+done
+[ ${#failed[@]} -eq 0 ] || fail "not trained: ${failed[*]} (each one's error is above)"

@@ -404,6 +404,27 @@ def queue_with_fake_generate(tmp_path, rows, finished, seconds):
     return generate, out, command, env
 
 
+def test_queue_with_a_failed_training_finishes_the_others_and_then_fails(tmp_path):
+    """A system whose training fails (here: no dictionary in DATA_BIN) does not stop the queue:
+    the trained system is decoded and tabled, then the queue exits 1 naming the failed one (the
+    CPU lanes and scripts see it), where it used to say "resumes on the next run" and exit 0."""
+    _, out, command, env = queue_with_fake_generate(
+        tmp_path, "old lstm_global\nbroken lstm_global\n", ["old"], 0
+    )
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert "[train] error: DATA_BIN" in result.stderr and "holds no fairseq dictionary" in result.stderr
+    assert "[queue] broken: not trained (exit 2; its error is above)" in lines
+    assert "resumes on the next run" not in result.stderr
+    assert lines[-1] == "[queue] error: not trained: broken (each one's error is above)"
+    rows = [row.split("\t")[0] for row in (out / "table.test.tsv").read_text().splitlines()[1:]]
+    assert rows == ["old"] and not (out / "broken" / "done").exists()
+    # ONLY the other row: the failure of a system not run now is not reported again
+    again = subprocess.run(command, env={**env, "ONLY": "old"}, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+
+
 def test_queue_decoding_cut_off_leaves_no_hypotheses(tmp_path):
     """A decoding killed half-way (a device call's deadline, a killed session) leaves no
     NAME/SUBSET.txt, so the next run decodes that subset again instead of tabling a truncated

@@ -46,7 +46,8 @@ settings=(
   PARALLEL="${PARALLEL:-7}" TIME_LIMIT="$limit" DEVICE="${DEVICE:-cuda}" THREADS=2
 )
 run_queue=(bash recipes/queue.sh "$queue" "$bin" "$work/$name")
-env "${settings[@]}" "${run_queue[@]}"
+# a system whose training failed fails the queue (after the others): pack what there is anyway
+env "${settings[@]}" "${run_queue[@]}" || echo "gpu_run.sh: the queue stopped with an error (above); packing what there is" >&2
 # the systems the limit stopped: decoded from their best checkpoint so far, within the deadline
 decode=(env "${settings[@]}" DECODE_ONLY=1 "${run_queue[@]}")
 if [ -z "${DEADLINE:-}" ]; then
