@@ -83,6 +83,18 @@ def read_sentences(gen_path):
     return {i: (src[i][0].split(), f[1].split() if len(f) > 1 else []) for i, f in hyp.items() if i in src}
 
 
+def units_mismatch(row, source, hypothesis):
+    """Why a --stats-output row and its sentence's tokens disagree (None when they agree): the
+    statistics have one entry per decoding step (the hypothesis's tokens and EOS) and count the
+    source's tokens and EOS, so text with BPE removed or detokenized has fewer tokens."""
+    steps = row.get("window_sizes") or row.get("temperatures")
+    if steps is not None and len(steps) != len(hypothesis) + 1:
+        return f"{len(steps)} decoding steps in the statistics, {len(hypothesis)} output tokens + EOS"
+    if "src_len" in row and row["src_len"] != len(source) + 1:
+        return f"a source of {row['src_len']} positions in the statistics, {len(source)} tokens + EOS"
+    return None
+
+
 def read_stats(stats_path):
     """id -> row of a --stats-output file."""
     rows = {}
@@ -646,7 +658,13 @@ def main(argv=None):
         os.makedirs(args.out_dir, exist_ok=True)
         for i in args.ids:
             if i not in sentences or i not in stats:
-                parser.error(f"sentence id {i} is not in both {args.generate} and {args.stats}")
+                raise VisionAttnError(f"sentence id {i} is not in both {args.generate} and {args.stats}")
+            mismatch = units_mismatch(stats[i], *sentences[i])
+            if mismatch:
+                raise VisionAttnError(
+                    f"sentence {i}: {mismatch} in {args.generate}: plot a decoding without "
+                    "--remove-bpe / --post-process / --tokenizer (the statistics count the model's own units)"
+                )
             if args.command == "span":
                 plot_vision_span(stats[i], *sentences[i], os.path.join(args.out_dir, f"span_{i}.png"))
             elif "temperatures" not in stats[i]:

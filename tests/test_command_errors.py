@@ -79,6 +79,18 @@ def test_tsv_header_rows_and_bad_values(tmp_path, capsys):
     args = ["span", "--generate", str(gen), "--stats", str(stats), "--ids", "0", "--out-dir", str(tmp_path)]
     line = one_error_line(capsys, lambda: plots.main(args))
     assert f"{stats} line 2: not a --stats-output row" in line
+    # text with BPE removed has fewer tokens than the statistics' decoding steps
+    stats.write_text(json.dumps({"id": 0, "src_len": 3, "window_sizes": [2, 2, 2, 2]}) + "\n")
+    line = one_error_line(capsys, lambda: plots.main(args))
+    assert "sentence 0: 4 decoding steps in the statistics, 2 output tokens + EOS in " in line
+    assert "plot a decoding without --remove-bpe / --post-process / --tokenizer" in line
+    stats.write_text(json.dumps({"id": 0, "src_len": 5, "window_sizes": [2, 2, 2]}) + "\n")
+    line = one_error_line(capsys, lambda: plots.main(args))
+    assert "sentence 0: a source of 5 positions in the statistics, 2 tokens + EOS" in line
+    temperature = ["temperature", *args[1:]]
+    stats.write_text(json.dumps({"id": 0, "temperatures": [1.0, 1.0]}) + "\n")
+    line = one_error_line(capsys, lambda: plots.main(temperature))
+    assert "sentence 0: 2 decoding steps in the statistics, 2 output tokens + EOS" in line
 
 
 def test_the_module_command_itself(tmp_path):

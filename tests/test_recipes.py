@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from .conftest import run_cli
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -94,6 +96,17 @@ MEMORY_TOY = {"STAGES": "toy"}
             "no_models/flexible_s3/checkpoints/checkpoint_best.pt does not exist",
         ),
         ("flexible_attention.sh", {"SEED": "two"}, "SEED: 'two' is not a seed"),
+        ("flexible_attention.sh", {"PAIR": "fren"}, "PAIR: 'fren' is not one of: enja, deen"),
+        (
+            "flexible_attention.sh",
+            {"PAIR": "deen", "MODELS": "no_models:other_models"},
+            "no_models/flexible_s1/checkpoints/checkpoint_best.pt does not exist",
+        ),
+        (
+            "flexible_attention.sh",
+            {"DATA_BIN": "no_bin"},
+            "no_bin has no dict.en.txt (not a data-bin of recipes/prepare_data.sh enja)",
+        ),
         (
             "claims/cpu_deen_lanes.sh",
             {"LANE_A": "deen_milk5"},
@@ -139,6 +152,60 @@ def test_prepare_data_refuses_unknown_corpus(tmp_path):
     assert result.returncode == 2
     assert "invalid choice: 'fren'" in result.stderr and "'raw', 'enja', 'deen'" in result.stderr
     assert not (tmp_path / "out").exists() and not (tmp_path / "raw").exists()
+
+
+def test_flexible_recipe_on_deen_from_models_in_two_folders(tmp_path, toy_data_bin):
+    """flexible_attention.sh PAIR=deen with MODELS: the queues' systems found across the
+    ':'-separated folders (global_bi_s1 in one, flexible_s1 in the other, as deen_1 and deen_3
+    train them), a system without a done marker left out of Table 1, the fine-tuning built with
+    the De-En settings (shared embeddings: a model without them would not load the checkpoint),
+    test and test1 decoded with BPE removed and Moses detokenization and scored with sacrebleu 13a,
+    the span plot from a decoding in the model's own units (its statistics count BPE units)."""
+    raw, bin_ = toy_data_bin / "raw", tmp_path / "data-bin"
+    for lang, side in (("de", "src"), ("en", "tgt")):
+        for split in ("train", "valid", "test"):
+            (tmp_path / f"{split}.{lang}").write_text((raw / f"{split}.{side}").read_text())
+    prefix = str(tmp_path)
+    run_cli(
+        ["fairseq-preprocess", "--source-lang", "de", "--target-lang", "en", "--trainpref", f"{prefix}/train"]
+        + ["--validpref", f"{prefix}/valid", "--testpref", f"{prefix}/test,{prefix}/test"]  # test, test1
+        + ["--destdir", str(bin_), "--joined-dictionary", "--workers", "1"],
+        cwd=ROOT,
+    )
+    deen = ["--dropout", "0.3", "--share-decoder-input-output-embed", "--max-tokens", "500"]
+    first, second = tmp_path / "cpu_1", tmp_path / "cpu_3"
+    for arch, out, extra in (
+        ("lstm_global", first / "global_bi_s1", []),
+        ("lstm_flexible", second / "flexible_s1", ["--flex-sigma", "1.5"]),
+    ):
+        env = {"EPOCHS": "1", "DEVICE": "cpu"}
+        trained = run_recipe("train.sh", [arch, str(bin_), str(out), *deen, *extra], env)
+        assert trained.returncode == 0, trained.stderr[-2000:]
+    (first / "global_bi_s1" / "done").touch()  # as queue.sh marks a finished system; local_s1 has none
+    out = tmp_path / "flex"
+    env = {
+        "PAIR": "deen", "MODELS": f"{first}:{second}", "DATA_BIN": str(bin_), "TAUS": "0.5",
+        "FIG3_SUBSETS": "", "SENTENCES": "1", "DEVICE": "cpu",
+    }  # fmt: skip
+    result = run_recipe("flexible_attention.sh", ["", str(out)], env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "MODELS has no finished local_s1 (no done marker)" in result.stderr
+    for subset, table in (("test", "table1.tsv"), ("test1", "table1.test1.tsv")):
+        rows = [line.split("\t") for line in (out / table).read_text().splitlines()]
+        assert rows[0][2] == f"BLEU ({subset}, sacrebleu -tok 13a, beam 5)"
+        assert [row[0] for row in rows[1:3]] == ["global", "flexible(tau=inf)"]
+        assert rows[3][0].startswith("flexible(tau=") and rows[4][0].startswith("+fine-tuning(tau=")
+        suffix = "" if subset == "test" else ".test1"
+        decoded = out / "decode" / f"global{suffix}.txt"
+        assert f"'gen_subset': '{subset}'" in (out / "decode" / f"global{suffix}.log").read_text()
+        assert "'post_process': 'subword_nmt'" in (out / "decode" / f"global{suffix}.log").read_text()
+        lines = decoded.read_text().splitlines()
+        assert sum(line.startswith("D-") for line in lines) == 12  # every sentence, detokenized
+    ft_log = (out / "lstm_flexible_ft" / "train.log").read_text()
+    assert "share_decoder_input_output_embed=True" in ft_log
+    spans = next((out / "decode").glob("spans*.log")).read_text()
+    assert "'post_process': None" in spans and "'tokenizer': None" in spans
+    assert (out / "spans" / "span_1.png").exists()
 
 
 @pytest.mark.parametrize(
