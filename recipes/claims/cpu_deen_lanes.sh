@@ -13,7 +13,9 @@
 # The default order is what decides the claims first (docs/results.md, "The wait-k line with
 # seeds"): wait-7's seeds (the line next to MILk's DAL-6 points) and lambda 0.1's (those points),
 # then wait-3's third seed, then the De-En baseline pair, flexible attention and local-p (not yet
-# at the rule's end on De-En).
+# at the rule's end on De-En). When both lanes are done and deen_3's flexible_s1 is trained, it
+# runs Shu's Table 1 on De-En (recipes/flexible_attention.sh PAIR=deen on those models) into
+# OUT_DIR/flex_deen.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
@@ -60,3 +62,12 @@ wait "$lane_a" || status=$?
 wait "$lane_b" || status=$?
 [ "$status" -eq 0 ] || fail "a lane stopped (exit $status): see $OUT/lane{A,B}.log"
 say "both lanes finished: tables in $OUT/cpu_*/table.{valid,test,test1}.tsv"
+# Shu's Table 1 on De-En, once deen_3's flexible model is trained: the paper's fine-tuning and
+# dev-chosen tau on the lanes' models (global_bi_s1 of deen_1, local_s1 and flexible_s1 of deen_3)
+if [ -f "$OUT/cpu_3/flexible_s1/done" ] && [ ! -f "$OUT/flex_deen/table1.test1.tsv" ]; then
+  say "Shu's Table 1 on De-En (log: $OUT/flex_deen.log)"
+  PAIR=deen MODELS="$OUT/cpu_1:$OUT/cpu_3" DATA_BIN=$DATA_BIN DEVICE=cpu \
+    bash "$ROOT/recipes/flexible_attention.sh" "" "$OUT/flex_deen" >> "$OUT/flex_deen.log" 2>&1 \
+    || fail "Shu's Table 1 on De-En stopped: see $OUT/flex_deen.log"
+  say "Shu's Table 1 on De-En: $OUT/flex_deen/table1.tsv (test_2016), table1.test1.tsv (test_2017)"
+fi
