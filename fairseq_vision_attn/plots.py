@@ -45,6 +45,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib import font_manager  # noqa: E402
 from matplotlib.ft2font import FT2Font  # noqa: E402
+from matplotlib.path import Path  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
 from .attention.monotonic import STOP_RULES  # noqa: E402
@@ -468,11 +469,16 @@ LABEL_OFFSETS = [(3, 2), (3, -8), (-3, 2), (-3, -8)] + [
 
 def place_labels(ax, labelled, fontsize=6):
     """Annotate each (x, y, text) at the first offset of LABEL_OFFSETS where its text overlaps no
-    point and no label placed before it and stays inside the axes (where none is free, the one
-    with the fewest overlaps); a label moved off its point's corner gets a thin line to the point.
-    Returns the annotations."""
+    point, no drawn line (a family's curve, an offline reference) and no label placed before it,
+    and stays inside the axes (where none is free, the one with the fewest overlaps); a label
+    moved off its point's corner gets a thin line to the point. Returns the annotations."""
     renderer = ax.figure.canvas.get_renderer()
     inside = ax.get_window_extent(renderer)
+    curves = [  # the axes' drawn lines in pixels (markers alone are points, below)
+        Path(line.get_transform().transform(line.get_xydata()))
+        for line in ax.get_lines()
+        if line.get_linestyle() not in ("None", "", " ") and len(line.get_xydata()) > 1
+    ]
     boxes = []
     for x, y, _ in labelled:  # every point's marker, 4 pixels each way
         px, py = ax.transData.transform((x, y))
@@ -487,6 +493,7 @@ def place_labels(ax, labelled, fontsize=6):
             trial.remove()
             outside = not (inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1))
             clashes = sum(box.overlaps(other) for other in boxes) + outside
+            clashes += sum(curve.intersects_bbox(box, filled=False) for curve in curves)
             if best is None or clashes < best[0]:
                 best = (clashes, (dx, dy), style, box)
             if clashes == 0:

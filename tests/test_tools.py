@@ -360,9 +360,11 @@ def test_latency_plot_reads_the_report_table(tmp_path):
 
 def test_latency_plot_labels_overlap_no_other_label_and_no_point():
     """The De-En line's crowded points (wait-3 beside MILk at DAL 2-4, wait-5 beside lambda 0.1
-    at DAL 5-6): each label's text overlaps no other label and no point's marker, where labels
-    all at the same corner of their points overlap."""
+    at DAL 5-6), drawn as plot_latency draws them (each family's curve, an offline reference):
+    each label's text overlaps no other label, no point's marker and no line, where labels all
+    at the same corner of their points overlap."""
     import matplotlib.pyplot as plt
+    from matplotlib.path import Path
     from matplotlib.text import Text
     from matplotlib.transforms import Bbox
 
@@ -379,11 +381,15 @@ def test_latency_plot_labels_overlap_no_other_label_and_no_point():
         (5.87, 35.02, "milk_0.1_g1warm"),
     ]
     fig, ax = plt.subplots(figsize=(5.0, 4.2))
-    ax.plot([p[0] for p in points], [p[1] for p in points], "o", ms=4)
+    for family in ("waitk", "milk"):
+        members = sorted(p for p in points if p[2].startswith(family))
+        ax.plot([p[0] for p in members], [p[1] for p in members], "o-", ms=4)
+    ax.axhline(36.2, color="grey", ls="--", lw=1)  # an offline reference
     ax.set_xlim(0.5, 8)
     ax.set_ylim(28, 38)
     fig.canvas.draw()
     renderer = fig.canvas.get_renderer()
+    lines = [Path(line.get_transform().transform(line.get_xydata())) for line in ax.get_lines()]
 
     def text_boxes(labels):
         fig.canvas.draw()
@@ -396,6 +402,7 @@ def test_latency_plot_labels_overlap_no_other_label_and_no_point():
         ax.annotate(n, (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points") for x, y, n in points
     ]
     assert overlapping(text_boxes(corner))  # the case is real
+    assert any(line.intersects_bbox(box, filled=False) for line in lines for box in text_boxes(corner))
     for label in corner:
         label.remove()
     placed = plots.place_labels(ax, points)
@@ -406,6 +413,12 @@ def test_latency_plot_labels_overlap_no_other_label_and_no_point():
         px, py = ax.transData.transform((x, y))
         marker = Bbox.from_extents(px - 3, py - 3, px + 3, py + 3)
         assert not any(box.overlaps(marker) for box in boxes), (x, y)
+    crossed = [
+        label.get_text()
+        for label, box in zip(placed, boxes)
+        if any(line.intersects_bbox(box, filled=False) for line in lines)
+    ]
+    assert crossed == []
     plt.close(fig)
 
 
