@@ -507,7 +507,7 @@ def place_labels(ax, labelled, fontsize=6):
 
 def plot_latency(points, path, title="latency / quality"):
     """BLEU against each latency metric of the points; one line per family sorted by latency,
-    every point labelled with its name where the label overlaps no other."""
+    every point labelled with its name (place_labels: clear of other labels, points and lines)."""
     metrics = list(points[0][3]) if points else ["DAL"]
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.0 * len(metrics), 4.2), squeeze=False)
     axes = axes[0]
