@@ -26,7 +26,8 @@
 # of deen_1.queue, local_s1 and flexible_s1 of deen_3.queue): step 1 trains nothing and uses their
 # best checkpoints, each system from the first directory that has it; a Table 1 row whose system
 # the queue has not finished is left out.
-# SEED (1): with MODELS, the seed whose systems are used (global_sSEED, local_sSEED, flexible_sSEED).
+# SEED (1): with MODELS, the seed whose systems are used (global_sSEED or global_bi_sSEED,
+# local_sSEED, flexible_sSEED).
 # DATA_BIN: a prepared data-bin (e.g. the one MODELS were trained on) instead of preparing the
 # corpus into OUT_DIR/data-bin.
 set -euo pipefail
@@ -98,9 +99,10 @@ EPOCHS=$FT_EPOCHS bash recipes/train.sh lstm_flexible "$BIN" "$OUT/lstm_flexible
   "${arch_flags[@]}" --finetune-from-model "$(ckpt lstm_flexible)" --lr "$FT_LR" \
   --criterion flexible_attention_cross_entropy --gt-regularizer-weight "$FT_BETA"
 
-# decode LABEL CHECKPOINT SUBSET TAU [tokens]: writes $OUT/decode/<slug>.{txt,jsonl,log},
-# (other than valid and test: <slug>.SUBSET.*), prints "LABEL<TAB>window<TAB>BLEU"; "tokens": the output in the model's own units (no BPE
-# removal, no detokenization: what the span plots label their rows and columns with), no table row
+# decode LABEL CHECKPOINT SUBSET TAU [tokens]: writes $OUT/decode/<slug>.{txt,jsonl,log} (a
+# SUBSET other than valid and test: <slug>.SUBSET.*), prints "LABEL<TAB>window<TAB>BLEU";
+# "tokens": the output in the model's own units (no BPE removal, no detokenization: what the span
+# plots label their rows and columns with) and no table row
 slug() { echo "$1" | tr -c 'A-Za-z0-9._\n-' '_'; }
 decode() {
   local f flags=("${gen[@]}")
