@@ -37,7 +37,7 @@ case $PAIR in
   enja) corpus=small_parallel_enja; names=(global local flexible); tests=(test); tokenize=none
         gen=(); arch_flags=() ;;
   deen) corpus=multi30k_de_en; names=(global_bi local flexible); tests=(test test1); tokenize=13a
-        gen=(--remove-bpe --tokenizer moses --source-lang de --target-lang en)
+        gen=("${DEEN_DETOK[@]}")
         arch_flags=(--dropout 0.3 --share-decoder-input-output-embed) ;;
   *) usage_error "PAIR: '$PAIR' is not one of: enja, deen" ;;
 esac

@@ -24,6 +24,10 @@ explain() { python "$ROOT/recipes/progress.py" --explain "$1"; }
 command -v fairseq-train >/dev/null 2>&1 || usage_error "fairseq-train is not on PATH: activate \
 the environment recipes/install.sh installed into (. .venv/bin/activate), or run recipes/install.sh"
 
+# fairseq-generate's flags for Multi30k De-En output scored as the recipes score it (sacrebleu
+# 13a): BPE removed, Moses-detokenized
+DEEN_DETOK=(--remove-bpe --tokenizer moses --source-lang de --target-lang en)
+
 DEVICE=${DEVICE:-auto}
 case $DEVICE in
   auto) if python -c "import sys, torch; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then

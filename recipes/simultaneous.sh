@@ -75,7 +75,7 @@ decode() {  # NAME DIR [extra fairseq-generate flags]: greedy, as the paper deco
   say "decoding $name ($SUBSET)"
   fairseq-generate "$BIN" --user-dir fairseq_vision_attn --task translation_vision_attn \
     --path "$ckpt" --gen-subset "$SUBSET" --beam 1 --batch-size 64 "${DEVICE_FLAGS[@]}" \
-    --remove-bpe --tokenizer moses --source-lang de --target-lang en \
+    "${DEEN_DETOK[@]}" \
     --max-len-a 1.5 --max-len-b 10 --stats-output "$res/stats.jsonl" "$@" \
     > "$res/generate.txt" 2> "$res/generate.log" \
     || fail "decoding $name failed: $(explain "$res/generate.log") (log: $res/generate.log)"

@@ -45,7 +45,7 @@ lane() {  # ROWS...: train and decode each row in turn
   for item in "$@"; do
     queue=${item%%:*}
     ONLY=${item#*:} DEVICE=cpu PARALLEL=1 THREADS=1 SUBSETS="valid test test1" TOKENIZE=13a \
-      MONOTONIC_STOP=cumulative GEN_FLAGS="--remove-bpe --tokenizer moses --source-lang de --target-lang en" \
+      MONOTONIC_STOP=cumulative GEN_FLAGS="${DEEN_DETOK[*]}" \
       bash "$ROOT/recipes/queue.sh" "$ROOT/recipes/claims/$queue.queue" "$DATA_BIN" "$OUT/cpu_${queue#deen_}"
   done
 }
