@@ -8,6 +8,7 @@ import json
 import math
 import re
 import shutil
+import sys
 
 import pytest
 import torch
@@ -577,21 +578,26 @@ def test_resume_keeps_the_early_stopping_count(toy_data_bin, tmp_path):
     epoch 2 and resumed stops at the epoch where the same run uninterrupted stops (fairseq alone
     would restart the count and take the first loss after the restart as the best). With a
     learning rate of 1e-9 the validation loss never improves after epoch 1, so --patience 3
-    stops both at epoch 4 (fairseq alone: the resumed run at 6)."""
+    stops both at epoch 4 (fairseq alone: the resumed run at 6). Also when fairseq-train is run
+    as `python -m fairseq_cli.train` (as the GPU machine's setup does), where fairseq's module is
+    `__main__`."""
     flags = ["--lr", "1e-9", "--patience", "3", "--max-epoch", "10"]
     whole = run_cli(train_args(toy_data_bin, tmp_path / "whole", "lstm_global", *flags), cwd=REPO)
-    parts = tmp_path / "parts"
-    run_cli(train_args(toy_data_bin, parts, "lstm_global", *flags, "--max-epoch", "2"), cwd=REPO)
-    resumed = run_cli(train_args(toy_data_bin, parts, "lstm_global", *flags), cwd=REPO)
 
     def last_epoch(save_dir):  # the saved iterator holds the next epoch to train
         state = torch.load(save_dir / "checkpoint_last.pt", weights_only=True)
         return state["extra_state"]["train_iterator"]["epoch"] - 1
 
-    for proc in (whole, resumed):
-        assert "early stop since valid performance hasn't improved" in proc.stdout + proc.stderr
-    assert last_epoch(tmp_path / "whole") == last_epoch(parts) == 4
-    assert "early stopping resumes at best" in resumed.stdout + resumed.stderr
+    assert "early stop since valid performance hasn't improved" in whole.stdout + whole.stderr
+    assert last_epoch(tmp_path / "whole") == 4
+    for launcher in (["fairseq-train"], [sys.executable, "-m", "fairseq_cli.train"]):
+        parts = tmp_path / f"parts{len(launcher)}"
+        args = train_args(toy_data_bin, parts, "lstm_global", *flags)[1:]  # without "fairseq-train"
+        run_cli(launcher + args + ["--max-epoch", "2"], cwd=REPO)
+        resumed = run_cli(launcher + args, cwd=REPO)
+        assert "early stop since valid performance hasn't improved" in resumed.stdout + resumed.stderr
+        assert "early stopping resumes at best" in resumed.stdout + resumed.stderr, launcher
+        assert last_epoch(parts) == 4, launcher
 
 
 def test_resume_keeps_the_learning_rate_schedule(toy_data_bin, tmp_path):

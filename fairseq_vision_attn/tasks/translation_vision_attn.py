@@ -477,9 +477,13 @@ class TranslationVisionAttnTask(TranslationTask):
 
 def _early_stopping():
     """fairseq-train's ``should_stop_early`` (it keeps ``best`` and ``num_runs`` as function
-    attributes), or None outside fairseq-train."""
-    train = sys.modules.get("fairseq_cli.train")
-    return getattr(train, "should_stop_early", None)
+    attributes), or None outside fairseq-train. ``python -m fairseq_cli.train`` runs that module
+    as ``__main__``, not under its own name."""
+    for module in ("fairseq_cli.train", "__main__"):
+        stop = getattr(sys.modules.get(module), "should_stop_early", None)
+        if stop is not None:
+            return stop
+    return None
 
 
 def _is_ours(model):
