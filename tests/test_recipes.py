@@ -657,3 +657,11 @@ def test_pack_best_brings_back_the_models_without_optimizer_state(tmp_path):
     assert sorted(p.name for p in back.iterdir()) == ["milk", "waitk"]
     empty = run_recipe("claims/pack_best.sh", [str(tmp_path / "none"), str(dest)], {})
     assert empty.returncode == 2 and "no checkpoints/checkpoint_best.pt under" in empty.stderr
+    # systems named: only those come back; a named system without a checkpoint is refused
+    chosen, again = tmp_path / "chosen", tmp_path / "again"
+    assert run_recipe("claims/pack_best.sh", [str(work), str(chosen), "waitk"], {}).returncode == 0
+    again.mkdir()
+    subprocess.run(f"cat {chosen}/best.tar.part* | tar -x -C {again}", shell=True, check=True)
+    assert [p.name for p in again.iterdir()] == ["waitk"]
+    missing = run_recipe("claims/pack_best.sh", [str(work), str(chosen), "waitk", "unfinished"], {})
+    assert missing.returncode == 2 and "no " in missing.stderr and "unfinished" in missing.stderr

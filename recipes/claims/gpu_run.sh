@@ -15,7 +15,8 @@
 # hypotheses here with `python -m fairseq_vision_attn.report ... --ribes`. PACK_BEST=1: also bring
 # back every system's best model (recipes/claims/pack_best.sh: $OUT/best.tar.part*, 23 MB per
 # system in 15 MB pieces; a call returns 8 files, so at most three systems with the log and the
-# tables), e.g. to give the call's time to training (DECODE_S small) and decode here.
+# tables), e.g. to give the call's time to training (DECODE_S small) and decode here;
+# PACK_BEST="SYSTEM ...": only those systems' (two fit beside the tables).
 set -euo pipefail
 name=${1:?"usage: gpu_run.sh QUEUE_NAME (recipes/claims/QUEUE_NAME.queue, e.g. enja_1 or deen_milk)"}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -57,4 +58,8 @@ elif [ $((left = DEADLINE - $(date +%s) - 10)) -gt 0 ]; then  # `timeout 0` woul
 fi
 tar -czf "${OUT:-.}/$name.tgz" --exclude='*.pt' -C "$work" "$name" || true
 echo "packed ${OUT:-.}/$name.tgz"
-if [ "${PACK_BEST:-0}" = 1 ]; then bash recipes/claims/pack_best.sh "$work/$name" "${OUT:-.}" || true; fi
+case ${PACK_BEST:-0} in
+  0) ;;
+  1) bash recipes/claims/pack_best.sh "$work/$name" "${OUT:-.}" || true ;;
+  *) read -ra systems <<< "$PACK_BEST"; bash recipes/claims/pack_best.sh "$work/$name" "${OUT:-.}" "${systems[@]}" || true ;;
+esac

@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
 # Bring the best checkpoints of a device run back: a call returns at most 8 files of 16 MB, and a
 # recipe-sized checkpoint with its Adam state is about 69 MB. Packs WORK/NAME/checkpoints/
-# checkpoint_best.pt of every system, without the optimizer state (about 23 MB each, all that
+# checkpoint_best.pt of every system (or of the SYSTEMs named: 64 MB come back in all, so two
+# systems beside a results archive), without the optimizer state (about 23 MB each, all that
 # fairseq-generate reads), as 15 MB pieces DEST/best.tar.partaa, ab, ...:
-#   device:  bash recipes/claims/pack_best.sh outputs/claims/deen/deen_milk "$OUT"
+#   device:  bash recipes/claims/pack_best.sh outputs/claims/deen/deen_milk "$OUT" [SYSTEM ...]
 #   here:    cat FILES_AT/best.tar.part* | tar -x -C outputs/claims/deen/deen_milk
 # Decoding them here (CPU) can differ from a GPU decoding in the last digits of a score.
 set -euo pipefail
 work=${1:?"usage: pack_best.sh WORK_DIR DEST_DIR"}
 dest=${2:?"usage: pack_best.sh WORK_DIR DEST_DIR"}
+shift 2
+for name in "$@"; do
+  [ -f "$work/$name/checkpoints/checkpoint_best.pt" ] || { echo "pack_best.sh: no $work/$name/checkpoints/checkpoint_best.pt" >&2; exit 2; }
+done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 found=0
-for ckpt in "$work"/*/checkpoints/checkpoint_best.pt; do
+[ $# -gt 0 ] || set -- $(cd "$work" 2>/dev/null && for d in */; do echo "${d%/}"; done)
+for name in "$@"; do
+  ckpt=$work/$name/checkpoints/checkpoint_best.pt
   [ -f "$ckpt" ] || continue
-  name=$(basename "$(dirname "$(dirname "$ckpt")")")
   mkdir -p "$tmp/$name/checkpoints"
   python3 - "$ckpt" "$tmp/$name/checkpoints/checkpoint_best.pt" <<'PY'
 import sys
