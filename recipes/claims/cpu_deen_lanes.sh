@@ -10,18 +10,18 @@
 # Resumable: run it again after an interruption; a finished row is skipped, an interrupted one
 # resumes from its checkpoint_last.pt. Logs: OUT_DIR/lane{A,B}.log.
 # Environment: LANE_A, LANE_B (rows in order; the defaults below), and queue.sh's own settings.
-# The default order is what decides the claims first (docs/results.md, "The wait-k line with
-# seeds"): wait-7's seeds (the line next to MILk's DAL-6 points) and lambda 0.1's (those points),
-# then wait-3's third seed, then the De-En baseline pair, flexible attention and local-p (not yet
-# at the rule's end on De-En). When both lanes are done and deen_3's flexible_s1 is trained, it
-# runs Shu's Table 1 on De-En (recipes/flexible_attention.sh PAIR=deen on those models) into
-# OUT_DIR/flex_deen.
+# The default order: lambda 0.1 held's seed 2 (the DAL-6 point that decides the wait-k-line
+# claim, docs/results.md "The wait-k line with seeds"), then SACT on De-En (Lin et al. claim it on
+# both pairs) and local-p to the rule's end (Shu's Table 1 baseline; the H200 call of 2026-11-29
+# cut it at epoch 28). The rows the lanes ran before are done: wait-3 / wait-7 seeds 2 on the CPU,
+# seeds 3 and the other De-En offline models on the H200 (recipes/claims/deen_4.queue), and Shu's
+# Table 1 on De-En from that call's flexible model (recipes/flexible_attention.sh PAIR=deen).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
 OUT=$(arg_path "${2:-}" "$ROOT/outputs/claims/deen")
-LANE_A=${LANE_A:-"deen_waitk_seeds:waitk7_s2 deen_waitk_seeds:waitk7_s3 deen_waitk_seeds:waitk3_s3 deen_1:fairseq_lstm_s1 deen_3:local_s1"}
-LANE_B=${LANE_B:-"deen_milk5:milk_0.1_hold_s3 deen_milk5:milk_0.1_hold_s2 deen_1:global_bi_s1 deen_3:flexible_s1"}
+LANE_A=${LANE_A:-"deen_3:sact_embed_s1 deen_3:local_s1"}
+LANE_B=${LANE_B:-"deen_milk5:milk_0.1_hold_s2 deen_3:sact_s1"}
 
 # every row named must exist before anything trains
 for item in $LANE_A $LANE_B; do
@@ -62,12 +62,3 @@ wait "$lane_a" || status=$?
 wait "$lane_b" || status=$?
 [ "$status" -eq 0 ] || fail "a lane stopped (exit $status): see $OUT/lane{A,B}.log"
 say "both lanes finished: tables in $OUT/cpu_*/table.{valid,test,test1}.tsv"
-# Shu's Table 1 on De-En, once deen_3's flexible model is trained: the paper's fine-tuning and
-# dev-chosen tau on the lanes' models (global_bi_s1 of deen_1, local_s1 and flexible_s1 of deen_3)
-if [ -f "$OUT/cpu_3/flexible_s1/done" ] && [ ! -f "$OUT/flex_deen/table1.test1.tsv" ]; then
-  say "Shu's Table 1 on De-En (log: $OUT/flex_deen.log)"
-  PAIR=deen MODELS="$OUT/cpu_1:$OUT/cpu_3" DATA_BIN=$DATA_BIN DEVICE=cpu \
-    bash "$ROOT/recipes/flexible_attention.sh" "" "$OUT/flex_deen" >> "$OUT/flex_deen.log" 2>&1 \
-    || fail "Shu's Table 1 on De-En stopped: see $OUT/flex_deen.log"
-  say "Shu's Table 1 on De-En: $OUT/flex_deen/table1.tsv (test_2016), table1.test1.tsv (test_2017)"
-fi

@@ -16,7 +16,8 @@
 # back every system's best model (recipes/claims/pack_best.sh: $OUT/best.tar.part*, 23 MB per
 # system in 15 MB pieces; a call returns 8 files, so at most three systems with the log and the
 # tables), e.g. to give the call's time to training (DECODE_S small) and decode here;
-# PACK_BEST="SYSTEM ...": only those systems' (two fit beside the tables).
+# PACK_BEST="SYSTEM ...": only those systems' (64 MiB come back in all: beside the tables two
+# unidirectional models of 23 MB, or one bidirectional of 36 MB).
 set -euo pipefail
 name=${1:?"usage: gpu_run.sh QUEUE_NAME (recipes/claims/QUEUE_NAME.queue, e.g. enja_1 or deen_milk)"}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Bring the best checkpoints of a device run back: a call returns at most 8 files of 16 MB, and a
 # recipe-sized checkpoint with its Adam state is about 69 MB. Packs WORK/NAME/checkpoints/
-# checkpoint_best.pt of every system (or of the SYSTEMs named: 64 MB come back in all, so two
-# systems beside a results archive), without the optimizer state (about 23 MB each, all that
-# fairseq-generate reads), as 15 MB pieces DEST/best.tar.partaa, ab, ...:
+# checkpoint_best.pt of every system (or of the SYSTEMs named: a call returns 64 MiB in all),
+# without the optimizer state (all that fairseq-generate reads: 23 MB for a recipe-sized
+# unidirectional De-En model, 36 MB for a bidirectional one), as 15 MB pieces
+# DEST/best.tar.partaa, ab, ...:
 #   device:  bash recipes/claims/pack_best.sh outputs/claims/deen/deen_milk "$OUT" [SYSTEM ...]
 #   here:    cat FILES_AT/best.tar.part* | tar -x -C outputs/claims/deen/deen_milk
 # Decoding them here (CPU) can differ from a GPU decoding in the last digits of a score.
