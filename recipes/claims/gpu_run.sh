@@ -13,11 +13,11 @@
 # must be packed; the trainings then stop DECODE_S (default 120) seconds before it, whatever the
 # setup took. RIBES is added to the En-Ja tables when nltk is there; else score the packed
 # hypotheses here with `python -m fairseq_vision_attn.report ... --ribes`. PACK_BEST=1: also bring
-# back every system's best model (recipes/claims/pack_best.sh: $OUT/best.tar.part*, 23 MB per
-# system in 15 MB pieces; a call returns 8 files, so at most three systems with the log and the
-# tables), e.g. to give the call's time to training (DECODE_S small) and decode here;
-# PACK_BEST="SYSTEM ...": only those systems' (64 MiB come back in all: beside the tables two
-# unidirectional models of 23 MB, or one bidirectional of 36 MB).
+# back every system's best model (recipes/claims/pack_best.sh: $OUT/best.tar.part*, 15 MB
+# pieces; a De-En model is 23 MB unidirectional, 36 MB bidirectional, and a call returns 8 files
+# and 64 MiB in all, so beside the tables two unidirectional models or one bidirectional), e.g. to
+# give the call's time to training (DECODE_S small) and decode here; PACK_BEST="SYSTEM ...":
+# only those systems'.
 set -euo pipefail
 name=${1:?"usage: gpu_run.sh QUEUE_NAME (recipes/claims/QUEUE_NAME.queue, e.g. enja_1 or deen_milk)"}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
