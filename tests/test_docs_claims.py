@@ -85,7 +85,7 @@ LINE_ROWS = {
     "0.1 plain, 1": ["milk_0.1_s1"],
     "0.1 held, g = 1 after a warm-up, 1": ["milk_0.1_g1warm_s1"],
     "0.1 held, noise 16, 1 (past DAL 6)": ["milk_0.1_noise16_s1"],
-    "0.1 held, 3": ["milk_0.1_hold_s3"],
+    "0.1 held, 2 / 3": ["milk_0.1_hold_s2", "milk_0.1_hold_s3"],
 }
 
 
