@@ -15,13 +15,16 @@ shift 2
 for name in "$@"; do
   [ -f "$work/$name/checkpoints/checkpoint_best.pt" ] || { echo "pack_best.sh: no $work/$name/checkpoints/checkpoint_best.pt" >&2; exit 2; }
 done
+if [ $# -eq 0 ]; then  # every system that has a best checkpoint
+  for ckpt in "$work"/*/checkpoints/checkpoint_best.pt; do
+    [ -f "$ckpt" ] && set -- "$@" "$(basename "$(dirname "$(dirname "$ckpt")")")"
+  done
+  [ $# -gt 0 ] || { echo "pack_best.sh: no checkpoints/checkpoint_best.pt under $work/*" >&2; exit 2; }
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-found=0
-[ $# -gt 0 ] || set -- $(cd "$work" 2>/dev/null && for d in */; do echo "${d%/}"; done)
 for name in "$@"; do
   ckpt=$work/$name/checkpoints/checkpoint_best.pt
-  [ -f "$ckpt" ] || continue
   mkdir -p "$tmp/$name/checkpoints"
   python3 - "$ckpt" "$tmp/$name/checkpoints/checkpoint_best.pt" <<'PY'
 import sys
@@ -32,9 +35,7 @@ state = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
 state.pop("last_optimizer_state", None)
 torch.save(state, sys.argv[2])
 PY
-  found=$((found + 1))
 done
-[ "$found" -gt 0 ] || { echo "pack_best.sh: no checkpoints/checkpoint_best.pt under $work/*" >&2; exit 2; }
 mkdir -p "$dest"
 (cd "$tmp" && tar -cf - -- *) | split -b 15M - "$dest/best.tar.part"
-echo "pack_best.sh: $found checkpoints in $(ls "$dest"/best.tar.part* | wc -l) pieces under $dest"
+echo "pack_best.sh: $# checkpoints in $(ls "$dest"/best.tar.part* | wc -l) pieces under $dest"
