@@ -49,6 +49,22 @@ def test_additive_matches_concatenated_score_loop():
     assert out.extras["window_size"].tolist() == [5.0, 3.0]
 
 
+def test_bilinear_matches_luong_general_score_loop():
+    """--attention-score bilinear: score = h_s^T W_b h_{t-1} (Luong's general form, fairseq's
+    lstm), softmax over real positions only; W_b read from the module, the score by hand."""
+    attn = make("additive", attention_score="bilinear")
+    keys, pad, query = padded_inputs([5, 3])
+    cache = attn.precompute(keys, pad)
+    out = attn.step(query, cache, attn.init_state(cache), torch.zeros(2, 2, dtype=torch.float64))
+    w_b = attn.scorer.key_proj.weight.T  # key_dim x query_dim
+    for b, length in enumerate([5, 3]):
+        scores = torch.stack([keys[b, s] @ w_b @ query[b] for s in range(length)])
+        expected = torch.softmax(scores, 0)
+        torch.testing.assert_close(out.weights[b, :length], expected)
+        assert torch.all(out.weights[b, length:] == 0)
+        torch.testing.assert_close(out.context[b], expected @ keys[b, :length])
+
+
 @pytest.mark.parametrize("temperature", [None, (0.5, 2.0, 1.3)])
 def test_local_p_matches_luong_equations(temperature):
     """p_t = S sigmoid(v_p^T tanh(W_p h)); softmax(score / tau_t) over [round(p)-D, round(p)+D]

@@ -947,6 +947,20 @@ def test_sact_on_flexible_trains_and_decodes_with_a_threshold(toy_data_bin, tmp_
     assert all(len(r["temperatures"]) == len(r["window_sizes"]) == r["hypo_len"] for r in rows)
 
 
+def test_bilinear_score_through_train_and_threshold_decode(toy_data_bin, tmp_path):
+    """--attention-score bilinear end to end: fairseq-train stores it, fairseq-generate rebuilds
+    the bilinear scorer from the checkpoint and decodes with a threshold."""
+    run_cli(train_args(toy_data_bin, tmp_path, "lstm_flexible", "--attention-score", "bilinear"), cwd=REPO)
+    state = torch.load(tmp_path / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+    assert "decoder.attention.scorer.key_proj.weight" in state["model"]
+    assert "decoder.attention.scorer.v.weight" not in state["model"]
+    stats = tmp_path / "stats.jsonl"
+    flags = ["--vision-span-threshold", "0.5", "--stats-output", str(stats)]
+    proc = run_cli(generate_args(toy_data_bin, tmp_path / "checkpoint_best.pt", *flags), cwd=REPO)
+    assert "beam-avg window_size" in proc.stdout
+    assert all(json.loads(line)["hypo_len"] > 0 for line in stats.read_text().splitlines())
+
+
 def test_memory_prints_its_effective_alignment(trained, toy_data_bin):
     """fairseq-generate --print-alignment draws alpha . beta (Britz et al. sec. 5) as A- lines."""
     proc = run_cli(

@@ -19,9 +19,9 @@ from fairseq_vision_attn.stats import SearchStats
 from .conftest import build_model, random_batch
 
 
-def make_attention(sigma=1.5):
+def make_attention(sigma=1.5, score="additive"):
     torch.manual_seed(0)
-    args = argparse.Namespace(attention_dim=6, flex_sigma=sigma)
+    args = argparse.Namespace(attention_dim=6, flex_sigma=sigma, attention_score=score)
     return build_attention("flexible", args, query_dim=4, key_dim=3, embed_dim=2).double().eval()
 
 
@@ -65,7 +65,17 @@ def naive_flexible(attn, keys, lengths, queries, embeds, tau=math.inf, temperatu
     with penalty < tau and give the others weight 0. Returns per step (weights, focus, g, width).
     """
     sc = attn.scorer
-    w_a = torch.cat([sc.query_proj.weight, sc.key_proj.weight], dim=1)  # [W_q U_a] (Eq. 3)
+    if hasattr(sc, "v"):  # Eq. 3: v_a^T tanh(W_a [h_{t-1}; h_s] + b_a), W_a = [W_q U_a]
+        w_a = torch.cat([sc.query_proj.weight, sc.key_proj.weight], dim=1)
+
+        def content(query, key):
+            return sc.v.weight[0] @ torch.tanh(w_a @ torch.cat([query, key]) + sc.key_proj.bias)
+
+    else:  # --attention-score bilinear: h_s^T W_b h_{t-1}
+
+        def content(query, key):
+            return key @ sc.key_proj.weight.T @ query
+
     w_g, v_g, b_g = attn.strength_proj.weight, attn.strength_v.weight[0], attn.strength_v.bias[0]
     out = []
     focus = [1.0] * len(lengths)
@@ -78,9 +88,7 @@ def naive_flexible(attn, keys, lengths, queries, embeds, tau=math.inf, temperatu
             for s in range(1, n + 1):
                 penalty = g * (s - focus[b]) ** 2 / (2 * attn.sigma**2)  # Eqs. 5-6
                 if t == 0 or penalty < tau:
-                    score = sc.v.weight[0] @ torch.tanh(
-                        w_a @ torch.cat([query[b], keys[b, s - 1]]) + sc.key_proj.bias
-                    )
+                    score = content(query[b], keys[b, s - 1])
                     if temperatures is not None:
                         score = score / temperatures[t][b]
                     chosen.append((s, score - penalty))
@@ -99,11 +107,12 @@ def naive_flexible(attn, keys, lengths, queries, embeds, tau=math.inf, temperatu
 
 @pytest.mark.parametrize("tau", [math.inf, 20.0, 1.0, 0.2])  # 20: windows over half the sentence
 @pytest.mark.parametrize("tempered", [False, True])
-def test_steps_equal_the_equations_computed_by_hand(tau, tempered):
+@pytest.mark.parametrize("score", ["additive", "bilinear"])
+def test_steps_equal_the_equations_computed_by_hand(tau, tempered, score):
     """Weights, focus p_t (Eq. 4), strength g(t) (Eq. 8) and window over four steps, at tau = inf
     and finite tau (gathered windows, and windows wide enough for the masked full path), with and
-    without a temperature (it divides the content score only)."""
-    attn = make_attention()
+    without a temperature (it divides the content score only), with either score function."""
+    attn = make_attention(score=score)
     torch.nn.init.constant_(attn.strength_v.bias, 1.0)  # g about 0.7: narrow windows at finite tau
     attn.span_threshold = tau
     lengths = [30, 4, 11]

@@ -7,12 +7,21 @@
 
 The keys U_a h_s are computed once per sentence (:meth:`AdditiveScorer.keys`) and cached, as
 Shu & Nakayama do; a step costs one ``batch x src_len x attn_dim`` tanh. Batch-major.
+
+``--attention-score bilinear`` swaps Eq. 3 for Luong's "general" form, the one fairseq's ``lstm``
+scores with (its ``AttentionLayer``: the decoder state projected, dotted with each encoder state):
+
+    score(h_{t-1}, h_s) = h_s^T W_b h_{t-1}                   (Luong et al. 2015, Eq. 8)
+
+so that the score function can be changed alone, the query and everything around the score
+(penalty, window, temperature, monotonic head) staying as they are. The cached keys are
+W_b^T h_s (query-sized); a step is one ``batch x src_len x query_dim`` product, no tanh.
 """
 
 import torch
 from torch import Tensor, nn
 
-from ..errors import positive_int
+from ..errors import VisionAttnError, positive_int
 from .base import Attention, AttentionStep, masked_softmax, position_dtype, source_lengths
 from .registry import register_attention
 
@@ -40,6 +49,39 @@ class AdditiveScorer(nn.Module):
         return self.v(torch.tanh(keys + q)).squeeze(-1)  # batch x n
 
 
+class BilinearScorer(nn.Module):
+    """Luong's general score h_s^T W_b q, with the key part W_b^T h_s cached: the same
+    :meth:`keys` / :meth:`scores` interface as :class:`AdditiveScorer`. No bias, as fairseq's
+    ``lstm`` (a bias on the query side would add a per-position term h_s^T b)."""
+
+    def __init__(self, query_dim: int, key_dim: int):
+        super().__init__()
+        self.key_proj = nn.Linear(key_dim, query_dim, bias=False)  # W_b^T
+
+    def keys(self, keys_in: Tensor) -> Tensor:
+        """keys_in: batch x src_len x key_dim -> batch x src_len x query_dim."""
+        return self.key_proj(keys_in)
+
+    def scores(self, query: Tensor, keys: Tensor) -> Tensor:
+        """query: batch x query_dim; keys: batch x n x query_dim -> scores: batch x n."""
+        return torch.bmm(keys, query.unsqueeze(2)).squeeze(2)
+
+
+#: ``--attention-score``'s choices; the first is the default
+SCORE_FORMS = ("additive", "bilinear")
+
+
+def build_scorer(args, query_dim: int, key_dim: int):
+    """The score function ``--attention-score`` names, for the mechanisms that read it."""
+    form = getattr(args, "attention_score", None) or SCORE_FORMS[0]
+    if form == "bilinear":
+        return BilinearScorer(query_dim, key_dim)
+    if form != "additive":
+        choices = ", ".join(SCORE_FORMS)
+        raise VisionAttnError(f"--attention-score: unknown form {form!r}; valid choices: {choices}")
+    return AdditiveScorer(query_dim, key_dim, attention_dim(args, query_dim))
+
+
 def attention_dim(args, query_dim):
     """``--attention-dim``, defaulting to the decoder's hidden size."""
     return getattr(args, "attention_dim", None) or query_dim
@@ -50,7 +92,7 @@ class AdditiveAttentionBase(Attention):
 
     def __init__(self, args, query_dim, key_dim, embed_dim):
         super().__init__(args, query_dim, key_dim, embed_dim)
-        self.scorer = AdditiveScorer(query_dim, key_dim, attention_dim(args, query_dim))
+        self.scorer = build_scorer(args, query_dim, key_dim)
 
     def precompute(self, keys_in, src_pad, summary=None):
         return {
@@ -74,6 +116,13 @@ class GlobalAttention(AdditiveAttentionBase):
             type=positive_int,
             metavar="N",
             help="size of the additive score's hidden layer (W_a, U_a); default: decoder hidden size",
+        )
+        parser.add_argument(
+            "--attention-score",
+            choices=SCORE_FORMS,
+            help="score function of global, local-p, flexible, wait-k and MoChA/MILk's soft "
+            "attention: additive (Bahdanau, Shu Eq. 3; default) or bilinear (Luong's general "
+            "h_s^T W h, as fairseq's lstm)",
         )
 
     def step(self, query, cache, state, prev_embed, temperature=None):

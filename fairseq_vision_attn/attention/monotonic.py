@@ -63,7 +63,7 @@ from ..monotonic import (
     mocha_attention,
     monotonic_alignment_step,
 )
-from .additive import AdditiveScorer, attention_dim
+from .additive import attention_dim, build_scorer
 from .base import Attention, AttentionStep, masked_softmax, position_dtype, source_lengths
 from .registry import register_attention
 
@@ -309,7 +309,7 @@ class SoftLookbackBase(MonotonicAttentionBase):
 
     def __init__(self, args, query_dim, key_dim, embed_dim):
         super().__init__(args, query_dim, key_dim, embed_dim)
-        self.scorer = AdditiveScorer(query_dim, key_dim, self.attn_dim)
+        self.scorer = build_scorer(args, query_dim, key_dim)
 
     def precompute(self, keys_in, src_pad, summary=None):
         cache = super().precompute(keys_in, src_pad, summary)

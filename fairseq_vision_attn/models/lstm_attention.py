@@ -469,6 +469,7 @@ class AttentionLSTMDecoder(FairseqIncrementalDecoder):
 # A value other than the default on another mechanism is refused (refuse_ignored_flags).
 _MONOTONIC = ("monotonic", "mocha", "milk")
 MECHANISM_FLAGS = {
+    "attention_score": (("additive", "local", "flexible", "waitk", "mocha", "milk"), "additive"),
     "local_window_d": (("local",), 10),
     "flex_sigma": (("flexible",), 1.5),
     "flex_strength_bias": (("flexible",), -2.0),
