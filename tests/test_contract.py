@@ -16,6 +16,22 @@ HEADED = ["lstm_monotonic", "lstm_mocha", "lstm_milk"]
 # decoding and beam reordering are also checked off the trivial path
 CASES = [(arch, False) for arch in ARCHS] + [(arch, True) for arch in HEADED]
 CASE_IDS = [arch + ("-moving-head" if moving else "") for arch, moving in CASES]
+# the archs whose attention reads --attention-score (lstm_sact: global attention, tempered),
+# also run with its bilinear form
+BILINEAR = [
+    "lstm_global",
+    "lstm_local",
+    "lstm_flexible",
+    "lstm_sact",
+    "lstm_waitk",
+    "lstm_mocha",
+    "lstm_milk",
+]
+SCORE_CASES = [(arch, None) for arch in ARCHS] + [(arch, "bilinear") for arch in BILINEAR]
+SCORE_IDS = [arch + ("-bilinear" if score else "") for arch, score in SCORE_CASES]
+INCREMENTAL_CASES = [(arch, moving, None) for arch, moving in CASES]
+INCREMENTAL_CASES += [(arch, False, "bilinear") for arch in BILINEAR]
+INCREMENTAL_IDS = CASE_IDS + [arch + "-bilinear" for arch in BILINEAR]
 
 
 def forward(model, src, lengths, prev):
@@ -23,8 +39,12 @@ def forward(model, src, lengths, prev):
     return model.decoder(prev, encoder_out=encoder_out)
 
 
-def build(arch, moving_head=False):
-    model = build_model(arch)
+def build(arch, moving_head=False, score=None):
+    model = build_model(arch) if score is None else build_model(arch, attention_score=score)
+    if score == "bilinear":  # the scorer is swapped: no v_a, no tanh layer
+        names = [name for name, _ in model.named_parameters()]
+        assert any(name.endswith("scorer.key_proj.weight") for name in names), names
+        assert not any(".scorer.v." in name or ".scorer.query_proj." in name for name in names), names
     if moving_head:  # the test-time energy, a deterministic function of (decoder state, key)
 
         def energy_at(query_part, keys, index):
@@ -88,9 +108,9 @@ def test_sentence_does_not_depend_on_batch_padding(arch):
         torch.testing.assert_close(batched[i], alone[0], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("arch", ARCHS)
-def test_gradients_reach_every_parameter(arch):
-    model = build_model(arch).train()
+@pytest.mark.parametrize("arch,score", SCORE_CASES, ids=SCORE_IDS)
+def test_gradients_reach_every_parameter(arch, score):
+    model = build(arch, score=score).train()
     src, lengths, prev = random_batch(model, LENGTHS)
     logits, _ = forward(model, src, lengths, prev)
     logits.log_softmax(-1).sum().backward()
@@ -99,43 +119,9 @@ def test_gradients_reach_every_parameter(arch):
         assert param.grad.abs().sum() > 0, f"{name} got a zero gradient"
 
 
-# the archs whose attention reads --attention-score (lstm_sact: global attention, tempered)
-BILINEAR = [
-    "lstm_global",
-    "lstm_local",
-    "lstm_flexible",
-    "lstm_sact",
-    "lstm_waitk",
-    "lstm_mocha",
-    "lstm_milk",
-]
-
-
-@pytest.mark.parametrize("arch", BILINEAR)
-def test_bilinear_score_trains_and_decodes_incrementally(arch):
-    """--attention-score bilinear: the scorer is swapped (no v_a, no tanh layer), gradients
-    still reach every parameter, and step-by-step decoding equals the full forward."""
-    model = build_model(arch, attention_score="bilinear").train()
-    names = [name for name, _ in model.named_parameters()]
-    assert any(name.endswith("scorer.key_proj.weight") for name in names), names
-    assert not any(".scorer.v." in name or ".scorer.query_proj." in name for name in names), names
-    src, lengths, prev = random_batch(model, LENGTHS)
-    logits, _ = forward(model, src, lengths, prev)
-    logits.log_softmax(-1).sum().backward()
-    for name, param in model.named_parameters():
-        assert param.grad is not None and param.grad.abs().sum() > 0, f"{name} got no gradient"
-    model.eval()
-    with torch.no_grad():
-        full, _ = forward(model, src, lengths, prev)
-        encoder_out, state = model.encoder(src, lengths), {}
-        for t in range(prev.size(1)):
-            step, _ = model.decoder(prev[:, : t + 1], encoder_out=encoder_out, incremental_state=state)
-            torch.testing.assert_close(step[:, 0], full[:, t], rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.parametrize("arch,moving_head", CASES, ids=CASE_IDS)
-def test_incremental_equals_full_forward(arch, moving_head):
-    model = build(arch, moving_head)
+@pytest.mark.parametrize("arch,moving_head,score", INCREMENTAL_CASES, ids=INCREMENTAL_IDS)
+def test_incremental_equals_full_forward(arch, moving_head, score):
+    model = build(arch, moving_head, score)
     src, lengths, prev = random_batch(model, LENGTHS)
     full, full_extra = forward(model, src, lengths, prev)
     encoder_out = model.encoder(src, lengths)

@@ -12,9 +12,10 @@
 # Environment: LANE_A, LANE_B (rows in order; the defaults below), and queue.sh's own settings.
 # The default order: lambda 0.1 held's seed 2 (the DAL-6 point of the wait-k-line claim,
 # docs/results.md "The wait-k line with seeds"; at the rule's end since 2026-11-30, so skipped as
-# finished), lstm_global with fairseq's lstm's bilinear score (is the score form why fairseq's lstm
-# is above lstm_global on De-En?), then SACT on De-En (Lin et al. claim it on both pairs) and local-p to the rule's end (Shu's Table 1 baseline; the H200 call of 2026-11-29
-# cut it at epoch 28). The rows the lanes ran before are done: wait-3 / wait-7 seeds 2 on the CPU,
+# finished), lstm_global with fairseq's lstm's bilinear score (is the score form why fairseq's
+# lstm is above lstm_global on De-En?), then SACT on De-En (Lin et al. claim it on both pairs; the
+# --sact-embedding form at the rule's end since 2026-11-30) and local-p to the rule's end (Shu's
+# Table 1 baseline; the H200 call of 2026-11-29 cut it at epoch 28). The rows the lanes ran before are done: wait-3 / wait-7 seeds 2 on the CPU,
 # seeds 3 and the other De-En offline models on the H200 (recipes/claims/deen_4.queue), and Shu's
 # Table 1 on De-En from that call's flexible model (recipes/flexible_attention.sh PAIR=deen).
 set -euo pipefail
