@@ -24,6 +24,12 @@ explain() { python "$ROOT/recipes/progress.py" --explain "$1"; }
 command -v fairseq-train >/dev/null 2>&1 || usage_error "fairseq-train is not on PATH: activate \
 the environment recipes/install.sh installed into (. .venv/bin/activate), or run recipes/install.sh"
 
+# The stopping rule of every real-data model (docs/results.md "One stopping rule"): halve the
+# learning rate when the validation loss does not improve, stop after 5 epochs without
+# improvement; queue.sh adds at most 60 epochs. A queue row's own flags come after it and win
+# (e.g. --lr-patience 1).
+PLATEAU_RULE="--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 0 --patience 5"
+
 # fairseq-generate's flags for Multi30k De-En output scored as the recipes score it (sacrebleu
 # 13a): BPE removed, Moses-detokenized
 DEEN_DETOK=(--remove-bpe --tokenizer moses --source-lang de --target-lang en)

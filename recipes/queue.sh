@@ -30,9 +30,8 @@ PARALLEL=${PARALLEL:-2}; BEAM=${BEAM:-5}; TOKENIZE=${TOKENIZE:-none}; TIME_LIMIT
 SUBSETS=${SUBSETS:-"valid test"}
 [[ $PARALLEL =~ ^[1-9][0-9]*$ ]] || usage_error "PARALLEL: '$PARALLEL' is not a positive integer"
 [[ $TIME_LIMIT =~ ^[0-9]+$ ]] || usage_error "TIME_LIMIT: '$TIME_LIMIT' is not a number of seconds"
-# The stopping rule of every real-data model: halve the learning rate when validation loss does
-# not improve, stop after 5 epochs without improvement, at most 60 epochs.
-RULE=${RULE:-"--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 0 --patience 5"}
+# The stopping rule of every real-data model (lib.sh's PLATEAU_RULE), at most 60 epochs.
+RULE=${RULE:-$PLATEAU_RULE}
 export EPOCHS=${EPOCHS:-60} OMP_NUM_THREADS=${THREADS:-1}
 cd "$ROOT"
 

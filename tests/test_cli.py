@@ -627,6 +627,36 @@ def test_resume_keeps_the_learning_rate_schedule(toy_data_bin, tmp_path):
     assert "made up on resume: lr 0.0001 -> 5e-05" in resumed.stdout + resumed.stderr
 
 
+def test_resume_trains_on_the_batches_of_the_same_run_uninterrupted(toy_data_bin, tmp_path):
+    """A run trained one epoch per fairseq-train call is the same run as one trained in one call:
+    the same validation loss at every epoch and the same weights to the bit. fairseq groups the
+    training sentences into batches once, with the seed plus the epoch it builds the iterator
+    at, and an uninterrupted run keeps epoch 1's grouping; a resume builds it at the resumed
+    epoch, so fairseq alone trains the resumed epochs on other batches (here epoch 2's loss
+    already differs). Dropout on, so the per-update seeding is covered too."""
+    flags = ["--dropout", "0.2", "--lr-scheduler", "reduce_lr_on_plateau", "--lr-patience", "0"]
+
+    def valid_losses(*procs):
+        lines = "".join(p.stdout + p.stderr for p in procs)
+        return re.findall(r"valid on 'valid' subset \| loss ([0-9.]+)", lines)
+
+    def train(run, epochs):
+        return run_cli(
+            train_args(toy_data_bin, tmp_path / run, "lstm_global", *flags, "--max-epoch", epochs), cwd=REPO
+        )
+
+    whole = train("whole", "3")
+    parts = [train("parts", str(epoch)) for epoch in (1, 2, 3)]
+    assert len(valid_losses(whole)) == 3
+    assert valid_losses(*parts) == valid_losses(whole)
+    models = [
+        torch.load(tmp_path / run / "checkpoint_last.pt", weights_only=True)["model"]
+        for run in ("whole", "parts")
+    ]
+    assert models[0].keys() == models[1].keys()
+    assert all(torch.equal(models[0][name], models[1][name]) for name in models[0])
+
+
 # (arch, invalid flags, text the one-line error must name): checks across flags, criteria and
 # files; each model flag's own values are swept in test_flag_sweep.py
 BAD = [

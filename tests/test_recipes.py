@@ -7,6 +7,7 @@ so the output directory is never created and nothing else runs.
 """
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -407,6 +408,57 @@ def test_queue_trains_resumes_skips_and_tabulates(tmp_path, toy_data_bin):
     assert rows == ["global", "fairseq_lstm (unfinished)", "milk", "milk@cumulative"]
 
 
+def test_rule_fork_is_the_two_runs_uninterrupted(tmp_path, toy_data_bin):
+    """claims/cpu_rule_fork.sh trains the common prefix of two rows that differ only in
+    --lr-patience once, forks it at the first epoch without improvement and trains both on:
+    each row's validation losses are those of the same row trained alone in one call (a rate of
+    0.05 makes the toy loss rise early, and any difference in batches or schedule shows), the
+    patience-0 row halves its rate at the fork and the patience-1 row does not; both are decoded.
+    Rows that differ in anything else, or a row the queue lacks, are refused in one line."""
+    queue = tmp_path / "rule.queue"
+    queue.write_text(
+        "a lstm_global --max-tokens 500 --lr 0.05\nb lstm_global --max-tokens 500 --lr 0.05 --lr-patience 1\n"
+    )
+    data_bin, out = str(toy_data_bin / "data-bin"), tmp_path / "fork"
+    env = {"EPOCHS": "8", "DEVICE": "cpu", "PREFIX_THREADS": "1", "SUBSETS": "valid"}
+    result = run_recipe("claims/cpu_rule_fork.sh", [str(queue), "a", "b", data_bin, str(out)], env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    fork = re.search(r"epoch (\d+) did not improve: forking b into a", result.stderr)
+    assert fork, result.stderr[-2000:]
+
+    def losses(log):
+        return re.findall(r"valid on 'valid' subset \| loss ([0-9.]+)", log.read_text())
+
+    rule = queue_rule().split()
+    for name, patience in (("a", "0"), ("b", "1")):
+        alone = tmp_path / f"alone_{name}"
+        flags = [*rule, "--max-tokens", "500", "--lr", "0.05", "--lr-patience", patience]
+        alone_env = {**env, "OMP_NUM_THREADS": "1"}
+        trained = run_recipe("train.sh", ["lstm_global", data_bin, str(alone), *flags], alone_env)
+        assert trained.returncode == 0, trained.stderr[-2000:]
+        assert losses(out / name / "train.log") == losses(alone / "train.log"), name
+        assert (out / name / "done").exists() and (out / name / "valid.txt").exists()
+    step = f"learning-rate step of epoch {fork.group(1)} "
+    rates = {
+        name: re.search(step + r".*?lr ([0-9.e-]+) -> ([0-9.e-]+)", (out / name / "train.log").read_text())
+        for name in "ab"
+    }
+    assert [float(v) for v in rates["a"].groups()] == [0.05, 0.025]
+    assert [float(v) for v in rates["b"].groups()] == [0.05, 0.05]
+
+    queue.write_text("a lstm_global --lr 0.05\nb lstm_global --lr 0.01 --lr-patience 1\n")
+
+    def fork_rows(*rows):
+        return run_recipe("claims/cpu_rule_fork.sh", [str(queue), *rows, data_bin, str(tmp_path / "x")], env)
+
+    refused = fork_rows("a", "b")
+    assert refused.returncode == 2 and "a and b differ in more than --lr-patience" in refused.stderr
+    refused = fork_rows("a", "c")
+    assert refused.returncode == 2 and "c is not a row of" in refused.stderr
+    assert "(its rows: a b)" in refused.stderr
+    assert not (tmp_path / "x").exists()
+
+
 def test_memory_toy_stage_skips_finished_systems_and_extends_them_with_a_larger_epochs(tmp_path):
     """memory_attention.sh's copy task: a system finished at EPOCHS is skipped when run again
     with EPOCHS or fewer, and trained on from its checkpoint_last.pt to a larger EPOCHS."""
@@ -553,10 +605,9 @@ CLAIM_QUEUES = sorted((ROOT / "recipes" / "claims").glob("*.queue"))
 
 
 def queue_rule():
-    """The stopping rule queue.sh adds to every row (its RULE default)."""
-    import re
-
-    return re.search(r'RULE=\$\{RULE:-"([^"]+)"\}', (ROOT / "recipes" / "queue.sh").read_text()).group(1)
+    """The stopping rule queue.sh adds to every row (its RULE default: lib.sh's PLATEAU_RULE)."""
+    assert "RULE=${RULE:-$PLATEAU_RULE}" in (ROOT / "recipes" / "queue.sh").read_text()
+    return re.search(r'^PLATEAU_RULE="([^"]+)"$', (ROOT / "recipes" / "lib.sh").read_text(), re.M).group(1)
 
 
 @pytest.mark.parametrize("queue", CLAIM_QUEUES, ids=[q.stem for q in CLAIM_QUEUES])

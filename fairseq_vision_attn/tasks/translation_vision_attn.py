@@ -12,7 +12,13 @@ the number of validations since it in memory only, so a run resumed from
 the best, even when it is worse) and train up to ``--patience`` epochs more than the same run
 uninterrupted. The task saves both with every checkpoint and restores them on resume
 (fairseq's ``get_checkpoint_dict`` / ``set_checkpoint_dict``); its learning-rate schedule is
-kept by the package itself, whatever the task (:mod:`.._resume`). And fairseq-train hands
+kept by the package itself, whatever the task (:mod:`.._resume`). A resumed run also keeps its
+batches: fairseq groups the training sentences into batches once, when it builds the epoch
+iterator, with the seed plus that epoch, and reuses the grouping for every later epoch (only
+their order is shuffled); a resume builds the iterator again at the resumed epoch, so from there
+on fairseq alone trains on other batches than the same run uninterrupted. The task groups them
+as at epoch 1 whatever the epoch, so that a run trained one epoch per call is the same run as one
+trained in one call (on the same device and threads, the same to the bit). And fairseq-train hands
 ``--monotonic-stop``, ``--monotonic-stop-threshold`` and ``--vision-span-threshold`` to the model
 it builds: validation (the loss, the logged DAL, ``checkpoint_best.pt``, the plateau rule) then
 measures the policy that will be decoded, not the default one (training reads none of them).
@@ -37,6 +43,7 @@ teacher-forced pass, see :mod:`..stats`).
 import atexit
 import collections
 import contextlib
+import inspect
 import json
 import logging
 import math
@@ -48,7 +55,7 @@ from typing import Optional
 import numpy as np
 from fairseq import utils
 from fairseq.sequence_generator import SequenceGeneratorWithAlignment
-from fairseq.tasks import register_task
+from fairseq.tasks import FairseqTask, register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from ..attention.monotonic import STOP_RULES, check_stop_threshold
@@ -59,6 +66,9 @@ from ..simultaneous import SimultaneousGenerator, streaming_attention
 from ..stats import CorpusStats, SearchStats, forced_statistics, format_summary, write_row
 
 logger = logging.getLogger(__name__)
+
+# fairseq's get_batch_iterator arguments, to read them however they were passed
+_BATCH_ITERATOR = inspect.signature(FairseqTask.get_batch_iterator)
 
 
 @dataclass
@@ -220,19 +230,31 @@ class TranslationVisionAttnTask(TranslationTask):
             )
 
     def get_batch_iterator(self, dataset, *args, **kwargs):
-        """As fairseq's, but never drops sentences outside training.
+        """As fairseq's, but never drops sentences outside training, and a resumed training
+        keeps the batches of epoch 1.
 
         fairseq 0.12.3 (``data_utils.batch_by_size``) discards the last batch when its size is
         not a multiple of ``--required-batch-size-multiple`` (default 8), so fairseq-generate and
         validation would silently skip up to 7 sentences. Only the training subset keeps the
-        multiple (it is a speed setting there).
+        multiple (it is a speed setting there). For the training subset, an iterator built at a
+        later epoch (a resume) groups the sentences with epoch 1's seed, as the iterator that
+        an uninterrupted run reuses (module docstring); where fairseq rebuilds the batches every
+        epoch anyway (a dataset it cannot reuse an iterator for), nothing changes.
         """
+        arguments = _BATCH_ITERATOR.bind(self, dataset, *args, **kwargs).arguments
+        del arguments["self"]
         if dataset is not self.datasets.get(self.cfg.train_subset):
-            if len(args) > 4:  # passed positionally: (max_tokens, max_sentences, max_positions,
-                args = (*args[:4], 1, *args[5:])  # ignore_invalid_inputs, multiple, ...)
-            else:
-                kwargs["required_batch_size_multiple"] = 1
-        return super().get_batch_iterator(dataset, *args, **kwargs)
+            arguments["required_batch_size_multiple"] = 1
+            return super().get_batch_iterator(**arguments)
+        epoch = arguments.get("epoch", 1)
+        rebuilt = arguments.get("update_epoch_batch_itr") or not self.can_reuse_epoch_itr(dataset)
+        if epoch == 1 or rebuilt or getattr(self.cfg, "rebuild_batches", False):
+            return super().get_batch_iterator(**arguments)
+        cached = self.dataset_to_epoch_iter.get(dataset)
+        iterator = super().get_batch_iterator(**{**arguments, "epoch": 1})
+        if iterator is not cached:  # built now: it starts at the epoch asked for
+            iterator.epoch = epoch
+        return iterator
 
     def build_model(self, cfg, from_checkpoint=False):
         """As fairseq's; a model built from the command line (fairseq-train: from scratch or to
