@@ -52,6 +52,8 @@ def read_generate_output(path, hypothesis_prefix="D", ids=None):
     hyps = {i: (f[1] if len(f) > 1 else "") for i, f in lines.get(hypothesis_prefix, {}).items()}
     refs = {i: (f[0] if f else "") for i, f in lines.get("T", {}).items()}
     ids = sorted(hyps) if ids is None else sorted(ids)
+    if not ids:
+        raise VisionAttnError(f"{path} holds no hypothesis ({hypothesis_prefix}- lines of fairseq-generate)")
     missing = [i for i in ids if i not in refs]
     if missing:
         raise SystemExit(f"{path}: no reference (T- line) for sentence ids {missing[:5]}")

@@ -16,7 +16,9 @@
 # DECODE_ONLY (1: train nothing; decode every system with a best checkpoint so far, those the
 # rule has not finished marked "(unfinished)" in the tables), MONOTONIC_STOP (e.g. "cumulative":
 # systems with a monotonic head are also decoded with --monotonic-stop RULE into
-# NAME/SUBSET.RULE.*, a row NAME@RULE in each table), ONLY ("NAME [NAME ...]": train and decode
+# NAME/SUBSET.RULE.*, a row NAME@RULE in each table), LAST_CHECKPOINT (1: every system is also
+# decoded from its checkpoint_last.pt into NAME/SUBSET.last.*, a row NAME@last in each table:
+# docs/results.md "The stopping rule"), ONLY ("NAME [NAME ...]": train and decode
 # only these systems, e.g. one row on a CPU; the tables still list every system decoded so far).
 # Exit 1 when a system's training failed (after the others and the tables); a training stopped
 # by TIME_LIMIT or a signal is not a failure: it resumes on the next run.
@@ -30,6 +32,7 @@ PARALLEL=${PARALLEL:-2}; BEAM=${BEAM:-5}; TOKENIZE=${TOKENIZE:-none}; TIME_LIMIT
 SUBSETS=${SUBSETS:-"valid test"}
 [[ $PARALLEL =~ ^[1-9][0-9]*$ ]] || usage_error "PARALLEL: '$PARALLEL' is not a positive integer"
 [[ $TIME_LIMIT =~ ^[0-9]+$ ]] || usage_error "TIME_LIMIT: '$TIME_LIMIT' is not a number of seconds"
+[[ ${LAST_CHECKPOINT:-0} =~ ^[01]$ ]] || usage_error "LAST_CHECKPOINT: '$LAST_CHECKPOINT' is not 0 or 1"
 # The stopping rule of every real-data model (lib.sh's PLATEAU_RULE), at most 60 epochs.
 RULE=${RULE:-$PLATEAU_RULE}
 export EPOCHS=${EPOCHS:-60} OMP_NUM_THREADS=${THREADS:-1}
@@ -59,17 +62,22 @@ decodable() {  # NAME: trained to the rule, or (DECODE_ONLY=1) has a best checkp
     || { [ "$DECODE_ONLY" = 1 ] && [ -f "$out/$1/checkpoints/checkpoint_best.pt" ]; }
 }
 
-decode_one() {  # NAME SUBSET [RULE]: hypotheses and statistics of the best checkpoint
-  local f=$out/$1/$2${3:+.$3} rule=()
-  [ -n "${3:-}" ] && rule=(--monotonic-stop "$3")
-  say "decoding $1 ($2${3:+, --monotonic-stop $3})"
+checkpoint() {  # NAME VARIANT: the checkpoint a variant decodes ("last": checkpoint_last.pt)
+  echo "$out/$1/checkpoints/checkpoint_$([ "$2" = last ] && echo last || echo best).pt"
+}
+decode_one() {  # NAME SUBSET [VARIANT]: hypotheses and statistics of the best checkpoint, or of
+  # the last one (VARIANT "last"), or of the best with --monotonic-stop VARIANT
+  local f=$out/$1/$2${3:+.$3} rule=() what=${3:+, --monotonic-stop $3}
+  if [ "${3:-}" = last ]; then what=", checkpoint_last.pt"
+  elif [ -n "${3:-}" ]; then rule=(--monotonic-stop "$3"); fi
+  say "decoding $1 ($2$what)"
   # written to .part files, renamed when complete: a decoding cut off (a time limit, a killed
   # call) leaves no NAME/SUBSET.txt that a later run would take for finished hypotheses, and no
   # older one (of an earlier best checkpoint) that the tables would list as this one's
   rm -f "$f.txt" "$f.jsonl"
   # shellcheck disable=SC2086
   if fairseq-generate "$bin" --user-dir fairseq_vision_attn --task translation_vision_attn \
-    --path "$out/$1/checkpoints/checkpoint_best.pt" --gen-subset "$2" --beam "$BEAM" \
+    --path "$(checkpoint "$1" "${3:-}")" --gen-subset "$2" --beam "$BEAM" \
     "${rule[@]}" --batch-size 64 "${DEVICE_FLAGS[@]}" --stats-output "$f.jsonl.part" ${GEN_FLAGS:-} \
     > "$f.txt.part" 2> "$f.log"; then
     mv -f "$f.jsonl.part" "$f.jsonl" && mv -f "$f.txt.part" "$f.txt"
@@ -78,17 +86,19 @@ decode_one() {  # NAME SUBSET [RULE]: hypotheses and statistics of the best chec
     say "decoding $1 ($2) failed: $(explain "$f.log") (log: $f.log)"
   fi
 }
-other_rules() {  # NAME: MONOTONIC_STOP's rules if NAME has a monotonic head, else nothing
+variants() {  # NAME: what it is decoded with besides the default: MONOTONIC_STOP's rules if NAME
+  # has a monotonic head, and "last" with LAST_CHECKPOINT=1
   local arch
   read -r arch _ < "$specs_dir/$1"
   case $arch in lstm_monotonic | lstm_mocha | lstm_milk) echo "${MONOTONIC_STOP:-}" ;; esac
+  [ "${LAST_CHECKPOINT:-0}" != 1 ] || echo last
 }
-decode_pending() {  # NAME: every subset (and MONOTONIC_STOP rule) not decoded since its best checkpoint
+decode_pending() {  # NAME: every subset (and variant) not decoded since its checkpoint was written
   local subset rule f
   for subset in $SUBSETS; do
-    for rule in "" $(other_rules "$1"); do  # "": the default rule
+    for rule in "" $(variants "$1"); do  # "": the default rule
       f=$out/$1/$subset${rule:+.$rule}
-      [ -s "$f.txt" ] && [ "$f.txt" -nt "$out/$1/checkpoints/checkpoint_best.pt" ] && continue
+      [ -s "$f.txt" ] && [ "$f.txt" -nt "$(checkpoint "$1" "$rule")" ] && continue
       decode_one "$1" "$subset" "$rule"
     done
   done
@@ -131,7 +141,7 @@ wait || true
 for subset in $SUBSETS; do
   specs=()
   for name in "${names[@]}"; do
-    for rule in "" $(other_rules "$name"); do
+    for rule in "" $(variants "$name"); do
       f=$out/$name/$subset${rule:+.$rule}
       label=$name${rule:+@$rule}$([ -f "$out/$name/done" ] || echo " (unfinished)")
       [ -s "$f.txt" ] && specs+=("$label=$f.txt:$f.jsonl")

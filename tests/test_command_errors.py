@@ -42,6 +42,10 @@ def test_missing_and_unwritable_files(tmp_path, capsys):
     gen = tmp_path / "gen.txt"
     line = one_error_line(capsys, lambda: report.main([f"global={gen}"]))
     assert str(gen) in line
+    empty = tmp_path / "empty.txt"  # a decoding that wrote nothing (killed before its first batch)
+    empty.write_text("")
+    line = one_error_line(capsys, lambda: report.main([f"global={empty}"]))
+    assert f"{empty} holds no hypothesis (D- lines of fairseq-generate)" in line
     line = one_error_line(
         capsys,
         lambda: analysis.main(["temperature-by-word", "--generate", str(gen), "--stats", "s", "--dict", "d"]),

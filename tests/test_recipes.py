@@ -594,6 +594,35 @@ def test_queue_only_trains_and_decodes_the_named_systems_and_tables_all(tmp_path
     assert "ONLY: 'typo' is not a system of" in wrong.stderr and "old named other" in wrong.stderr
 
 
+def test_queue_last_checkpoint_decodes_checkpoint_last_as_its_own_row(tmp_path):
+    """LAST_CHECKPOINT=1: each system is also decoded from checkpoint_last.pt, into
+    NAME/SUBSET.last.*, a row NAME@last beside NAME (the best checkpoint's); a later
+    checkpoint_last.pt is decoded again, the best one's hypotheses are left; other values are
+    refused."""
+    generate, out, command, env = queue_with_fake_generate(tmp_path, "sys lstm_global\n", ["sys"], 0)
+    generate.write_text(
+        "#!/bin/sh\n# the hypothesis names the checkpoint decoded\n"
+        'while [ $# -gt 0 ]; do case $1 in --path) p=$2;; --stats-output) : > "$2";; esac; shift; done\n'
+        "printf 'S-0\\tein Hund\\nT-0\\ta dog\\nD-0\\t-0.1\\t%s\\n' \"${p##*/}\"\n"
+    )
+    (out / "sys" / "checkpoints" / "checkpoint_last.pt").write_bytes(b"")
+    env = {**env, "LAST_CHECKPOINT": "1"}
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "decoding sys (test, checkpoint_last.pt)" in result.stderr
+    assert "\tcheckpoint_best.pt\n" in (out / "sys" / "test.txt").read_text()
+    assert "\tcheckpoint_last.pt\n" in (out / "sys" / "test.last.txt").read_text()
+    rows = [row.split("\t")[0] for row in (out / "table.test.tsv").read_text().splitlines()[1:]]
+    assert rows == ["sys", "sys@last"]
+    time.sleep(1.1)  # a newer checkpoint_last.pt (file times have a resolution of a second at worst)
+    (out / "sys" / "checkpoints" / "checkpoint_last.pt").write_bytes(b"")
+    again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert "decoding sys (test, checkpoint_last.pt)" in again.stderr, again.stderr[-2000:]
+    assert "decoding sys (test)" not in again.stderr
+    wrong = subprocess.run(command, env={**env, "LAST_CHECKPOINT": "yes"}, capture_output=True, text=True)
+    assert wrong.returncode == 2 and "LAST_CHECKPOINT: 'yes' is not 0 or 1" in wrong.stderr
+
+
 def test_queue_refuses_a_line_without_an_arch(tmp_path):
     queue = tmp_path / "queue.txt"
     queue.write_text("lonely\n")
