@@ -39,8 +39,9 @@ import torch
 state = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
 scheduler = state["optimizer_history"][-1]["lr_scheduler_state"]
 loss, best = float(state["extra_state"]["val_loss"]), float(scheduler["best"])
-# torch's ReduceLROnPlateau as fairseq builds it: mode min, --lr-threshold 1e-4, relative
-print(state["extra_state"]["train_iterator"]["epoch"] - 1, int(loss >= best * (1 - 1e-4)))
+# torch's ReduceLROnPlateau as fairseq builds it: mode min, the run's --lr-threshold, relative
+threshold = float(state["cfg"]["lr_scheduler"]["lr_threshold"])
+print(state["extra_state"]["train_iterator"]["epoch"] - 1, int(loss >= best * (1 - threshold)))
 PY
 }
 
