@@ -83,7 +83,7 @@ decode_one() {  # NAME SUBSET [VARIANT]: hypotheses and statistics of the best c
     mv -f "$f.jsonl.part" "$f.jsonl" && mv -f "$f.txt.part" "$f.txt"
   else
     rm -f "$f.txt.part" "$f.jsonl.part"
-    say "decoding $1 ($2) failed: $(explain "$f.log") (log: $f.log)"
+    say "decoding $1 ($2$what) failed: $(explain "$f.log") (log: $f.log)"
   fi
 }
 variants() {  # NAME: what it is decoded with besides the default: MONOTONIC_STOP's rules if NAME
