@@ -125,6 +125,12 @@ MEMORY_TOY = {"STAGES": "toy"}
             "milk_9_s1 is not a row of recipes/claims/deen_milk5.queue (its rows: milk_0.3_noise16_s2 "
             "milk_0.3_noise16_s3 milk_0.1_hold_s2 milk_0.1_hold_s3)",
         ),
+        (
+            "claims/cpu_deen_lanes.sh",
+            {"LANES": "3"},
+            "LANES=3: valid values are 1 (one lane, two threads) and 2 (two lanes side by side, "
+            "one thread each)",
+        ),
     ],
 )
 def test_recipes_refuse_bad_settings(tmp_path, script, env_extra, message):
