@@ -633,8 +633,9 @@ def test_resume_trains_on_the_batches_of_the_same_run_uninterrupted(toy_data_bin
     training sentences into batches once, with the seed plus the epoch it builds the iterator
     at, and an uninterrupted run keeps epoch 1's grouping; a resume builds it at the resumed
     epoch, so fairseq alone trains the resumed epochs on other batches (here epoch 2's loss
-    already differs). Dropout on, so the per-update seeding is covered too."""
-    flags = ["--dropout", "0.2", "--lr-scheduler", "reduce_lr_on_plateau", "--lr-patience", "0"]
+    already differs). Dropout on (the context's too), so the per-update seeding is covered too."""
+    flags = ["--dropout", "0.2", "--decoder-dropout-context", "0.2"]
+    flags += ["--lr-scheduler", "reduce_lr_on_plateau", "--lr-patience", "0"]
 
     def valid_losses(*procs):
         lines = "".join(p.stdout + p.stderr for p in procs)

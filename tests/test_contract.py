@@ -159,3 +159,42 @@ def test_every_step_statistic_has_one_value_per_token(arch):
     assert "window_size" in stats
     for key, value in stats.items():
         assert value.shape[:2] == prev.shape, key
+
+
+class _Zero(torch.nn.Module):
+    def forward(self, x):
+        return torch.zeros_like(x)
+
+
+def test_context_dropout_reaches_the_lstm_and_the_readout_not_the_attention():
+    """--decoder-dropout-context drops c_t where h_t = LSTM([e; c_t], h) and W_r [h_t; c_t; e]
+    read it, in training only. Oracle: with the dropout replaced by zeros, the decoder is
+    rebuilt step by step from its own layers with c_t = 0 in both places, while the attention
+    (its weights at every step) still sees the real states."""
+    model = build_model("lstm_global", decoder_dropout_context=0.4)
+    decoder = model.decoder
+    assert decoder.dropout_context.p == 0.4
+    src, lengths, prev = random_batch(model, LENGTHS)
+    eval_out, _ = forward(model, src, lengths, prev)
+    reference = build_model("lstm_global")  # same seed, same weights, p = 0
+    torch.testing.assert_close(eval_out, forward(reference, src, lengths, prev)[0])  # eval: no dropout
+    model.train()
+    train_out, _ = forward(model, src, lengths, prev)
+    assert not torch.allclose(train_out, eval_out)  # training: c_t dropped (other dropouts are 0)
+
+    decoder.dropout_context = _Zero()
+    zeroed, extra = forward(model, src, lengths, prev)
+    encoder_out = model.encoder(src, lengths)
+    hidden, cache, attn_state = decoder._initial_state(encoder_out)
+    h, c = hidden["h0"], hidden["c0"]
+    expected = []
+    for t in range(prev.size(1)):
+        e = decoder.embed_tokens(prev[:, t])
+        step = decoder.attention.step(h, cache, attn_state, e)
+        attn_state = step.state
+        torch.testing.assert_close(extra["attn"][0][:, t], step.weights)
+        none = torch.zeros_like(step.context)
+        h, c = decoder.layers[0](torch.cat([e, none], -1), (h, c))
+        expected.append(decoder.output_projection(torch.tanh(decoder.readout(torch.cat([h, none, e], -1)))))
+    torch.testing.assert_close(zeroed, torch.stack(expected, 1))
+    assert not torch.allclose(zeroed, train_out)

@@ -12,6 +12,10 @@ Decoder step t (Bahdanau order, SPEC sec. 2)::
     h_t = LSTM([emb(y_{t-1}); c_t], h_{t-1})
     out = W_o tanh(W_r [h_t; c_t; emb(y_{t-1})])     # --decoder-out-embed-dim wide
 
+Dropout (training only): ``--decoder-dropout-in`` on emb(y_{t-1}), ``--decoder-dropout-out`` on
+h_t and on the tanh layer, ``--encoder-dropout-out`` on the encoder states the attention averages,
+and ``--decoder-dropout-context`` (default 0) on c_t where the LSTM and the readout read it.
+
 The initial decoder state is h_0 = tanh(W_init e), c_0 = 0 per layer, where e is the encoder's
 final state (forward direction at the last real token; for a bidirectional encoder, the
 backward direction at the first token): Bahdanau et al.'s initialisation. Streaming mechanisms
@@ -103,6 +107,11 @@ class VisionAttnLSTMModel(FairseqEncoderDecoderModel):
                             help="dropout on the decoder's input embeddings")
         parser.add_argument("--decoder-dropout-out", type=probability, metavar="D",
                             help="dropout on the decoder's outputs (and between layers)")
+        parser.add_argument("--decoder-dropout-context", type=probability, metavar="D",
+                            help="dropout on the context c_t where the decoder LSTM and the "
+                                 "readout read it (default 0: only the encoder's outputs are "
+                                 "dropped, which an attention average dilutes); the attention's "
+                                 "own state keeps c_t undropped")
         parser.add_argument("--share-decoder-input-output-embed", action="store_true",
                             help="tie the decoder's input and output embeddings "
                                  "(needs --decoder-out-embed-dim == --decoder-embed-dim)")
@@ -341,6 +350,7 @@ class AttentionLSTMDecoder(FairseqIncrementalDecoder):
         self.num_layers = args.decoder_layers
         self.dropout_in = nn.Dropout(args.decoder_dropout_in)
         self.dropout_out = nn.Dropout(args.decoder_dropout_out)
+        self.dropout_context = nn.Dropout(args.decoder_dropout_context)
         self.attention = build_attention(
             args.attention, args, query_dim=self.hidden_size, key_dim=encoder_output_dim, embed_dim=embed_dim
         )
@@ -433,13 +443,14 @@ class AttentionLSTMDecoder(FairseqIncrementalDecoder):
         for t in range(embeds.size(1)):
             step = self.attention.step(hidden[f"h{self.num_layers - 1}"], cache, attn_state, embeds[:, t])
             attn_state = step.state
-            layer_input = torch.cat([embeds[:, t], step.context], dim=-1)
+            context = self.dropout_context(step.context)
+            layer_input = torch.cat([embeds[:, t], context], dim=-1)
             for i, cell in enumerate(self.layers):
                 h, c = cell(layer_input, (hidden[f"h{i}"], hidden[f"c{i}"]))
                 hidden[f"h{i}"], hidden[f"c{i}"] = h, c
                 layer_input = self.dropout_out(h)
             tops.append(layer_input)
-            contexts.append(step.context)
+            contexts.append(context)
             weights.append(step.weights)
             extras.append(step.extras)
             if self.step_observer is not None and not self.training:
@@ -518,6 +529,7 @@ def base_architecture(args):
     args.decoder_out_embed_dim = getattr(args, "decoder_out_embed_dim", None) or 256
     args.decoder_dropout_in = _or(getattr(args, "decoder_dropout_in", None), args.dropout)
     args.decoder_dropout_out = _or(getattr(args, "decoder_dropout_out", None), args.dropout)
+    args.decoder_dropout_context = _or(getattr(args, "decoder_dropout_context", None), 0.0)
     args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", False)
     args.attention_dim = getattr(args, "attention_dim", None)
     for dest, (_, default) in MECHANISM_FLAGS.items():
