@@ -13,11 +13,11 @@
 # lanes side by side on one thread each; 1: every row of LANE_A then LANE_B in one lane on two
 # threads, faster on an idle 2-core machine: 87 s an epoch of De-En `lstm_global` against 3-5 min
 # for each of two one-thread lanes, measured 2026-12-01), and queue.sh's own settings.
-# The default rows are what the De-En claims still owed on 2026-12-01: fairseq's lstm's seed 2
-# and lstm_global at dropout 0.4 (the baseline goal: is lstm_global's wider generalisation gap a
-# matter of regularisation?), SACT's seed 2 (Lin et al.'s claim on De-En against lstm_global's
+# The default rows are what the De-En claims still owed at the end of 2026-12-01: the two seed-2
+# probes of lstm_global's generalisation gap (deen_dropout.queue: dropout 0.4, cut after epoch 14;
+# context dropout 0.3, cut after epoch 20; both resume), SACT's seed 2 (Lin et al.'s claim on De-En against lstm_global's
 # two seeds) and local-p to the rule's end (Shu's Table 1 baseline; the H200 call of 2026-11-29
-# cut it at epoch 28). The rows the lanes ran before are done: MILk lambda 0.1 held's seed 2,
+# cut it at epoch 28). The rows the lanes ran before are done: fairseq's lstm's seed 2, MILk lambda 0.1 held's seed 2,
 # lstm_global's seed 2 and its bilinear score (deen_6), SACT --sact-embedding seed 1, wait-3 /
 # wait-7 seeds 2 on the CPU, seeds 3 and the other De-En offline models on the H200
 # (recipes/claims/deen_4.queue), and Shu's Table 1 on De-En from that call's flexible model
@@ -26,7 +26,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
 OUT=$(arg_path "${2:-}" "$ROOT/outputs/claims/deen")
-LANE_A=${LANE_A:-"deen_5:fairseq_lstm_s2 deen_dropout:global_bi_d0.4_s1"}
+LANE_A=${LANE_A:-"deen_dropout:global_bi_d0.4_s2 deen_dropout:global_bi_ctx0.3_s2"}
 LANE_B=${LANE_B:-"deen_5:sact_embed_s2 deen_5:local_s1"}
 LANES=${LANES:-2}
 [[ $LANES == 1 || $LANES == 2 ]] || usage_error "LANES=$LANES: valid values are 1 (one lane, two threads) \
@@ -50,7 +50,9 @@ as DATA_DIR (e.g. ../shared/data/multi30k_de_en)"
 fi
 mkdir -p "$OUT"
 
-lane() {  # ROWS...: train and decode each row in turn, on $threads threads
+lane() {  # THREADS ROWS...: train and decode each row in turn, each on THREADS threads
+  local threads=$1
+  shift
   for item in "$@"; do
     queue=${item%%:*}
     ONLY=${item#*:} DEVICE=cpu PARALLEL=1 THREADS=$threads SUBSETS="valid test test1" TOKENIZE=13a \
@@ -59,21 +61,19 @@ lane() {  # ROWS...: train and decode each row in turn, on $threads threads
   done
 }
 if [ "$LANES" = 1 ]; then
-  threads=2
   say "one lane, two threads: $LANE_A $LANE_B (log: $OUT/laneA.log)"
   # shellcheck disable=SC2086  # the lanes are word lists
-  lane $LANE_A $LANE_B >> "$OUT/laneA.log" 2>&1 || fail "the lane stopped (exit $?): see $OUT/laneA.log"
+  lane 2 $LANE_A $LANE_B >> "$OUT/laneA.log" 2>&1 || fail "the lane stopped (exit $?): see $OUT/laneA.log"
   say "the lane finished: tables in $OUT/cpu_*/table.{valid,test,test1}.tsv"
   exit 0
 fi
-threads=1
 say "lane A: $LANE_A (log: $OUT/laneA.log)"
 say "lane B: $LANE_B (log: $OUT/laneB.log)"
 # shellcheck disable=SC2086  # the lanes are word lists
-lane $LANE_A >> "$OUT/laneA.log" 2>&1 &
+lane 1 $LANE_A >> "$OUT/laneA.log" 2>&1 &
 lane_a=$!
 # shellcheck disable=SC2086
-lane $LANE_B >> "$OUT/laneB.log" 2>&1 &
+lane 1 $LANE_B >> "$OUT/laneB.log" 2>&1 &
 lane_b=$!
 status=0
 wait "$lane_a" || status=$?
