@@ -1137,3 +1137,20 @@ def test_simuleval_agent_errors_are_one_line(trained, toy_data_bin, tmp_path):
         assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-1500:]
         assert proc.stderr.strip().splitlines()[-1].startswith("fairseq-vision-attn: error: ")
         assert message in proc.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("arch,order", [("lstm_global", "luong"), ("lstm_milk", "conditional")])
+def test_decoder_step_orders_train_and_decode(arch, order, toy_data_bin, tmp_path):
+    """--decoder-step through fairseq-train: the checkpoint stores the order and fairseq-generate
+    rebuilds it (beam search reorders luong's fed readout; MILk decodes simultaneously)."""
+    run_cli(train_args(toy_data_bin, tmp_path, arch, "--decoder-step", order), cwd=REPO)
+    state = torch.load(tmp_path / "checkpoint_best.pt", map_location="cpu", weights_only=False)
+    assert state["cfg"]["model"].decoder_step == order
+    # the first LSTM reads [e; f_{t-1}] (luong: 16 + 16) or c_t alone (conditional: 16, unidirectional)
+    assert state["model"]["decoder.layers.0.weight_ih"].shape[1] == {"luong": 32, "conditional": 16}[order]
+    assert ("decoder.conditional.weight_ih" in state["model"]) == (order == "conditional")
+    beam = ["--beam", "1"] if arch == "lstm_milk" else []
+    proc = run_cli(generate_args(toy_data_bin, tmp_path / "checkpoint_best.pt", *beam), cwd=REPO)
+    sources = [line for line in proc.stdout.splitlines() if line.startswith("S-")]
+    hypotheses = [line for line in proc.stdout.splitlines() if line.startswith("H-")]
+    assert sources and len(hypotheses) == len(sources)

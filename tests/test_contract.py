@@ -32,6 +32,11 @@ SCORE_IDS = [arch + ("-bilinear" if score else "") for arch, score in SCORE_CASE
 INCREMENTAL_CASES = [(arch, moving, None) for arch, moving in CASES]
 INCREMENTAL_CASES += [(arch, False, "bilinear") for arch in BILINEAR]
 INCREMENTAL_IDS = CASE_IDS + [arch + "-bilinear" for arch in BILINEAR]
+# --decoder-step's other orders, over every arch (hence every mechanism) and a moving monotonic head
+STEP_ORDERS = ["conditional", "luong"]
+STEP_CASES = [(arch, False, step) for step in STEP_ORDERS for arch in ARCHS]
+STEP_CASES += [("lstm_milk", True, step) for step in STEP_ORDERS]
+STEP_IDS = [f"{arch}{'-moving-head' if moving else ''}-{step}" for arch, moving, step in STEP_CASES]
 
 
 def forward(model, src, lengths, prev):
@@ -39,8 +44,11 @@ def forward(model, src, lengths, prev):
     return model.decoder(prev, encoder_out=encoder_out)
 
 
-def build(arch, moving_head=False, score=None):
-    model = build_model(arch) if score is None else build_model(arch, attention_score=score)
+def build(arch, moving_head=False, score=None, step=None):
+    overrides = {} if score is None else {"attention_score": score}
+    if step is not None:
+        overrides["decoder_step"] = step
+    model = build_model(arch, **overrides)
     if score == "bilinear":  # the scorer is swapped: no v_a, no tanh layer
         names = [name for name, _ in model.named_parameters()]
         assert any(name.endswith("scorer.key_proj.weight") for name in names), names
@@ -108,9 +116,14 @@ def test_sentence_does_not_depend_on_batch_padding(arch):
         torch.testing.assert_close(batched[i], alone[0], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("arch,score", SCORE_CASES, ids=SCORE_IDS)
-def test_gradients_reach_every_parameter(arch, score):
-    model = build(arch, score=score).train()
+@pytest.mark.parametrize(
+    "arch,score,step",
+    [(arch, score, None) for arch, score in SCORE_CASES]
+    + [(arch, None, step) for arch, _, step in STEP_CASES[:-2]],
+    ids=SCORE_IDS + STEP_IDS[:-2],
+)
+def test_gradients_reach_every_parameter(arch, score, step):
+    model = build(arch, score=score, step=step).train()
     src, lengths, prev = random_batch(model, LENGTHS)
     logits, _ = forward(model, src, lengths, prev)
     logits.log_softmax(-1).sum().backward()
@@ -119,9 +132,14 @@ def test_gradients_reach_every_parameter(arch, score):
         assert param.grad.abs().sum() > 0, f"{name} got a zero gradient"
 
 
-@pytest.mark.parametrize("arch,moving_head,score", INCREMENTAL_CASES, ids=INCREMENTAL_IDS)
-def test_incremental_equals_full_forward(arch, moving_head, score):
-    model = build(arch, moving_head, score)
+@pytest.mark.parametrize(
+    "arch,moving_head,score,step",
+    [case + (None,) for case in INCREMENTAL_CASES]
+    + [(arch, moving, None, step) for arch, moving, step in STEP_CASES],
+    ids=INCREMENTAL_IDS + STEP_IDS,
+)
+def test_incremental_equals_full_forward(arch, moving_head, score, step):
+    model = build(arch, moving_head, score, step)
     src, lengths, prev = random_batch(model, LENGTHS)
     full, full_extra = forward(model, src, lengths, prev)
     encoder_out = model.encoder(src, lengths)
@@ -133,10 +151,14 @@ def test_incremental_equals_full_forward(arch, moving_head, score):
             torch.testing.assert_close(value[:, 0], full_extra["attention_extras"][key][:, t])
 
 
-@pytest.mark.parametrize("arch,moving_head", CASES, ids=CASE_IDS)
-def test_reorder_incremental_state_follows_the_beam(arch, moving_head):
+@pytest.mark.parametrize(
+    "arch,moving_head,step",
+    [case + (None,) for case in CASES] + STEP_CASES,
+    ids=CASE_IDS + STEP_IDS,
+)
+def test_reorder_incremental_state_follows_the_beam(arch, moving_head, step):
     """Decoding a permuted batch equals permuting the decoded batch, mid-sentence."""
-    model = build(arch, moving_head)
+    model = build(arch, moving_head, step=step)
     src, lengths, prev = random_batch(model, LENGTHS)
     full, _ = forward(model, src, lengths, prev)
     order = torch.tensor([2, 2, 0, 3])
@@ -198,3 +220,61 @@ def test_context_dropout_reaches_the_lstm_and_the_readout_not_the_attention():
         expected.append(decoder.output_projection(torch.tanh(decoder.readout(torch.cat([h, none, e], -1)))))
     torch.testing.assert_close(zeroed, torch.stack(expected, 1))
     assert not torch.allclose(zeroed, train_out)
+
+
+def _rebuilt_step_order(decoder, encoder_out, prev, order):
+    """The decoder's logits rebuilt step by step from its own cells for ``--decoder-step
+    order`` (one layer, no dropout), written out from the equations in the module docstring;
+    also returns the attention weights of every step."""
+    hidden, cache, attn_state = decoder._initial_state(encoder_out)
+    h, c = hidden["h0"], hidden["c0"]
+    feed = torch.zeros(h.size(0), decoder.readout.out_features)
+    logits, weights = [], []
+    for t in range(prev.size(1)):
+        e = decoder.embed_tokens(prev[:, t])
+        if order == "luong":
+            h, c = decoder.layers[0](torch.cat([e, feed], -1), (h, c))
+            step = decoder.attention.step(h, cache, attn_state, e)
+        else:
+            s, c = decoder.conditional(e, (h, c))
+            step = decoder.attention.step(s, cache, attn_state, e)
+            h, c = decoder.layers[0](step.context, (s, c))
+        attn_state = step.state
+        feed = torch.tanh(decoder.readout(torch.cat([h, step.context, e], -1)))
+        logits.append(decoder.output_projection(feed))
+        weights.append(step.weights)
+    return torch.stack(logits, 1), torch.stack(weights, 1)
+
+
+@pytest.mark.parametrize("order", STEP_ORDERS)
+def test_decoder_step_orders_follow_their_equations(order):
+    """--decoder-step luong attends with the new state h_t and feeds the readout f_t to the next
+    step's LSTM; conditional attends with s = LSTM_cond(e, h_{t-1}) and then h_t = LSTM(c_t, s).
+    Oracle: each rebuilt from the decoder's own cells, with the LSTM input sizes each order
+    implies."""
+    # weights of +-1.5: attention weights far from uniform, so that the query matters
+    model = build_model("lstm_global", decoder_step=order, param_init=1.5)
+    src, lengths, prev = random_batch(model, LENGTHS)
+    logits, extra = forward(model, src, lengths, prev)
+    assert extra["attn"][0].max() > 0.5
+    encoder_out = model.encoder(src, lengths)
+    expected, weights = _rebuilt_step_order(model.decoder, encoder_out, prev, order)
+    torch.testing.assert_close(logits, expected)
+    torch.testing.assert_close(extra["attn"][0], weights)
+    default = build_model("lstm_global")
+    assert default.decoder.conditional is None
+    assert default.decoder.layers[0].input_size == 7 + 12  # [e; c_t]: embed 7, context 2 x 6
+    if order == "luong":
+        assert model.decoder.layers[0].input_size == 7 + 5  # [e; f_{t-1}]: embed 7, readout 5
+    else:
+        assert model.decoder.layers[0].input_size == 12  # c_t alone
+
+
+def test_decoder_step_refuses_an_unknown_order():
+    from fairseq_vision_attn.errors import VisionAttnError
+
+    with pytest.raises(
+        VisionAttnError,
+        match="--decoder-step: unknown order 'bahdanu'; valid choices: bahdanau, conditional, luong",
+    ):
+        build_model("lstm_global", decoder_step="bahdanu")

@@ -5,12 +5,25 @@ unlike fairseq's own ``lstm`` (time-major), because every attention module and t
 incremental state are batch-major: beam search reorders them all with ``index_select(0, .)``.
 Padding masks are True at padding.
 
-Decoder step t (Bahdanau order, SPEC sec. 2)::
+Decoder step t (Bahdanau order, SPEC sec. 2; ``--decoder-step bahdanau``, the default)::
 
     q   = h_{t-1}                                    # top decoder layer's previous state
     c_t = attention.step(q, cache, state, emb(y_{t-1}))
     h_t = LSTM([emb(y_{t-1}); c_t], h_{t-1})
     out = W_o tanh(W_r [h_t; c_t; emb(y_{t-1})])     # --decoder-out-embed-dim wide
+
+Two other orders, options for measuring what the step order does (docs/mechanisms.md):
+``conditional`` (Sennrich et al. 2017's conditional GRU, with LSTM cells: the query has read
+y_{t-1})::
+
+    s   = LSTM_cond(emb(y_{t-1}), h_{t-1})           # first layer's state
+    c_t = attention.step(s, ...);  h_t = LSTM(c_t, s)
+
+and ``luong`` (Luong et al. 2015 with input feeding, the order of fairseq's ``lstm``)::
+
+    h_t = LSTM([emb(y_{t-1}); f_{t-1}], h_{t-1}),  f_0 = 0
+    c_t = attention.step(h_t, ...)
+    f_t = dropout(tanh(W_r [h_t; c_t; emb(y_{t-1})]));  out = W_o f_t
 
 Dropout (training only): ``--decoder-dropout-in`` on emb(y_{t-1}), ``--decoder-dropout-out`` on
 h_t and on the tanh layer, ``--encoder-dropout-out`` on the encoder states the attention averages,
@@ -43,6 +56,8 @@ from ..attention import ATTENTION_REGISTRY, add_attention_args, attention_choice
 from ..errors import VisionAttnError, non_negative_float, positive_int, probability, str2bool
 
 MODEL_NAME = "vision_attn_lstm"
+#: --decoder-step: where the attention sits in a decoder step (see AttentionLSTMDecoder)
+DECODER_STEPS = ("bahdanau", "conditional", "luong")
 
 
 logger = logging.getLogger(__name__)
@@ -112,6 +127,13 @@ class VisionAttnLSTMModel(FairseqEncoderDecoderModel):
                                  "readout read it (default 0: only the encoder's outputs are "
                                  "dropped, which an attention average dilutes); the attention's "
                                  "own state keeps c_t undropped")
+        parser.add_argument("--decoder-step", choices=DECODER_STEPS, metavar="ORDER",
+                            help="the order of one decoder step: bahdanau (default, SPEC sec. 2: "
+                                 "attend with h_{t-1}, then h_t = LSTM([e; c_t])), conditional "
+                                 "(Nematus' conditional GRU with LSTMs: s = LSTM(e, h_{t-1}), "
+                                 "attend with s, h_t = LSTM(c_t, s)) or luong (fairseq's lstm: "
+                                 "h_t = LSTM([e; f_{t-1}]), attend with h_t, feed the readout "
+                                 "f_t to the next step); choices: " + ", ".join(DECODER_STEPS))
         parser.add_argument("--share-decoder-input-output-embed", action="store_true",
                             help="tie the decoder's input and output embeddings "
                                  "(needs --decoder-out-embed-dim == --decoder-embed-dim)")
@@ -209,6 +231,10 @@ def validate_args(args):
         raise VisionAttnError(
             "--share-decoder-input-output-embed needs --decoder-out-embed-dim "
             f"({args.decoder_out_embed_dim}) == --decoder-embed-dim ({args.decoder_embed_dim})"
+        )
+    if args.decoder_step not in DECODER_STEPS:
+        raise VisionAttnError(
+            f"--decoder-step: unknown order {args.decoder_step!r}; valid choices: " + ", ".join(DECODER_STEPS)
         )
     if args.attention not in attention_choices():
         raise VisionAttnError(
@@ -355,9 +381,20 @@ class AttentionLSTMDecoder(FairseqIncrementalDecoder):
             args.attention, args, query_dim=self.hidden_size, key_dim=encoder_output_dim, embed_dim=embed_dim
         )
         ctx_dim = self.attention.context_dim
+        self.step_order = args.decoder_step
+        self.out_embed_dim = args.decoder_out_embed_dim
+        first_input = {
+            "bahdanau": embed_dim + ctx_dim,  # [e; c_t]
+            "conditional": ctx_dim,  # c_t; e went into the conditional cell
+            "luong": embed_dim + self.out_embed_dim,  # [e; f_{t-1}]
+        }[self.step_order]
         self.layers = nn.ModuleList(
-            nn.LSTMCell(embed_dim + ctx_dim if i == 0 else self.hidden_size, self.hidden_size)
+            nn.LSTMCell(first_input if i == 0 else self.hidden_size, self.hidden_size)
             for i in range(self.num_layers)
+        )
+        # conditional: the first layer's state reads e before the attention (its query)
+        self.conditional = (
+            nn.LSTMCell(embed_dim, self.hidden_size) if self.step_order == "conditional" else None
         )
         if self.attention.mechanism.streaming:
             # h_0 = tanh(b): the encoder's final state has read the whole source
@@ -388,6 +425,8 @@ class AttentionLSTMDecoder(FairseqIncrementalDecoder):
         h0 = h0.chunk(self.num_layers, dim=-1)  # layers x (batch x H)
         hidden = {f"h{i}": h for i, h in enumerate(h0)}
         hidden.update({f"c{i}": torch.zeros_like(h) for i, h in enumerate(h0)})
+        if self.step_order == "luong":  # f_0 = 0: no readout before the first step
+            hidden["feed"] = states.new_zeros(states.size(0), self.out_embed_dim)
         cache = self.attention.precompute(states, src_pad, summary)
         if "source_finished" in encoder_out:  # a streaming source still arriving (SimulEval agent)
             cache["finished"] = encoder_out["source_finished"][0]
@@ -439,17 +478,26 @@ class AttentionLSTMDecoder(FairseqIncrementalDecoder):
             hidden, cache, attn_state = self._initial_state(encoder_out)
 
         embeds = self.dropout_in(self.embed_tokens(prev_output_tokens))  # batch x tgt_len x E
-        contexts, tops, weights, extras = [], [], [], []
+        contexts, tops, weights, extras, feeds = [], [], [], [], []
         for t in range(embeds.size(1)):
-            step = self.attention.step(hidden[f"h{self.num_layers - 1}"], cache, attn_state, embeds[:, t])
+            embed = embeds[:, t]
+            if self.step_order == "luong":  # LSTM first, then attend with the new state
+                top = self._layers(hidden, torch.cat([embed, hidden["feed"]], dim=-1))
+                step = self.attention.step(hidden[f"h{self.num_layers - 1}"], cache, attn_state, embed)
+                context = self.dropout_context(step.context)
+                hidden["feed"] = self._readout(top, context, embed)  # f_t, fed to step t + 1
+                feeds.append(hidden["feed"])
+            else:
+                query = hidden[f"h{self.num_layers - 1}"]  # bahdanau: h_{t-1}
+                if self.step_order == "conditional":  # s = LSTM(e, h_{t-1}) of layer 1 is the query
+                    hidden["h0"], hidden["c0"] = self.conditional(embed, (hidden["h0"], hidden["c0"]))
+                    query = hidden["h0"]
+                step = self.attention.step(query, cache, attn_state, embed)
+                context = self.dropout_context(step.context)
+                first = context if self.step_order == "conditional" else torch.cat([embed, context], dim=-1)
+                top = self._layers(hidden, first)
             attn_state = step.state
-            context = self.dropout_context(step.context)
-            layer_input = torch.cat([embeds[:, t], context], dim=-1)
-            for i, cell in enumerate(self.layers):
-                h, c = cell(layer_input, (hidden[f"h{i}"], hidden[f"c{i}"]))
-                hidden[f"h{i}"], hidden[f"c{i}"] = h, c
-                layer_input = self.dropout_out(h)
-            tops.append(layer_input)
+            tops.append(top)
             contexts.append(context)
             weights.append(step.weights)
             extras.append(step.extras)
@@ -461,13 +509,26 @@ class AttentionLSTMDecoder(FairseqIncrementalDecoder):
                 incremental_state, "cached_state", self._pack(hidden, cache, attn_state)
             )
 
-        tops = torch.stack(tops, dim=1)  # batch x tgt_len x H
-        contexts = torch.stack(contexts, dim=1)  # batch x tgt_len x ctx
-        features = torch.tanh(self.readout(torch.cat([tops, contexts, embeds], dim=-1)))
-        features = self.dropout_out(features)  # batch x tgt_len x out_embed_dim
+        if feeds:  # luong: the readout ran inside the loop
+            features = torch.stack(feeds, dim=1)
+        else:  # one readout over every step at once: batch x tgt_len x out_embed_dim
+            features = self._readout(torch.stack(tops, dim=1), torch.stack(contexts, dim=1), embeds)
         attn = None if weights[0] is None else torch.stack(weights, dim=1)  # batch x tgt x src
         stacked = {key: torch.stack([e[key] for e in extras], dim=1) for key in extras[0]}
         return features, {"attn": [attn], "attention_extras": stacked}
+
+    def _layers(self, hidden, layer_input):
+        """One step of the LSTM stack from ``hidden`` (updated in place); returns the top
+        layer's output, dropped."""
+        for i, cell in enumerate(self.layers):
+            h, c = cell(layer_input, (hidden[f"h{i}"], hidden[f"c{i}"]))
+            hidden[f"h{i}"], hidden[f"c{i}"] = h, c
+            layer_input = self.dropout_out(h)
+        return layer_input
+
+    def _readout(self, top, context, embed):
+        """f = dropout(tanh(W_r [h_t; c_t; e])), for one step or for all steps at once."""
+        return self.dropout_out(torch.tanh(self.readout(torch.cat([top, context, embed], dim=-1))))
 
     def output_layer(self, features, **kwargs):
         return self.output_projection(features)
@@ -530,6 +591,7 @@ def base_architecture(args):
     args.decoder_dropout_in = _or(getattr(args, "decoder_dropout_in", None), args.dropout)
     args.decoder_dropout_out = _or(getattr(args, "decoder_dropout_out", None), args.dropout)
     args.decoder_dropout_context = _or(getattr(args, "decoder_dropout_context", None), 0.0)
+    args.decoder_step = getattr(args, "decoder_step", None) or "bahdanau"
     args.share_decoder_input_output_embed = getattr(args, "share_decoder_input_output_embed", False)
     args.attention_dim = getattr(args, "attention_dim", None)
     for dest, (_, default) in MECHANISM_FLAGS.items():
