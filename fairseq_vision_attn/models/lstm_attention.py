@@ -495,10 +495,9 @@ class AttentionLSTMDecoder(FairseqIncrementalDecoder):
                 step = self.attention.step(query, cache, attn_state, embed)
                 context = self.dropout_context(step.context)
                 first = context if self.step_order == "conditional" else torch.cat([embed, context], dim=-1)
-                top = self._layers(hidden, first)
+                tops.append(self._layers(hidden, first))  # read out after the loop, all steps at once
+                contexts.append(context)
             attn_state = step.state
-            tops.append(top)
-            contexts.append(context)
             weights.append(step.weights)
             extras.append(step.extras)
             if self.step_observer is not None and not self.training:
@@ -511,7 +510,7 @@ class AttentionLSTMDecoder(FairseqIncrementalDecoder):
 
         if feeds:  # luong: the readout ran inside the loop
             features = torch.stack(feeds, dim=1)
-        else:  # one readout over every step at once: batch x tgt_len x out_embed_dim
+        else:  # batch x tgt_len x out_embed_dim
             features = self._readout(torch.stack(tops, dim=1), torch.stack(contexts, dim=1), embeds)
         attn = None if weights[0] is None else torch.stack(weights, dim=1)  # batch x tgt x src
         stacked = {key: torch.stack([e[key] for e in extras], dim=1) for key in extras[0]}
