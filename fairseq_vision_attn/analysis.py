@@ -13,6 +13,8 @@ attention's threshold can cut the window on a corpus.
     python -m fairseq_vision_attn.analysis memory-slots --path CKPT --data DATA_BIN [--subset test]
     python -m fairseq_vision_attn.analysis bleu-by-length --generate NAME=GEN [NAME=GEN ...] \\
         [--edges 20 40 60 80] [--tokenize none]
+    python -m fairseq_vision_attn.analysis attention-agreement --path CKPT --reference CKPT \\
+        --data DATA_BIN [--subset valid]
 
 **temperature-by-word** (Lin et al. 2018, sec. 4.2 / Fig. 2).
 
@@ -77,6 +79,16 @@ EOS included).
 its BLEU: corpus BLEU of the sentences in each source-length bucket (source tokens of the
 ``S-`` line; ``--edges`` 20 40 gives 1-20, 21-40 and 41 and longer), one column per
 fairseq-generate output, decoded on the same subset.
+
+**attention-agreement** (the decoder's step order, docs/results.md). Where two models look when
+they read the same words: both run teacher-forced (dropout off) on a subset's references, and at
+every output step but the first the first model's distribution over the source is compared with
+the reference model's at the same step and at the step before: how often their peaks fall on the
+same position, and their overlap sum_s min(a_s, b_s) (1: equal distributions, 0: disjoint). With
+each model's sharpness (as above). It asks whether a decoder whose query has not read y_{t-1}
+(``--decoder-step bahdanau``) looks where one whose query has (``conditional``, ``luong``, fairseq's
+``lstm``) looks, one step late, or spread between the two. Any checkpoint whose decoder returns
+its attention (fairseq's ``lstm`` too) on the same dictionaries.
 """
 
 import argparse
@@ -301,20 +313,25 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energ
     return rows
 
 
+def load_checkpoint(path, data, flag="--path"):
+    """(model in float32, its task) from a checkpoint and the binarized data directory; a missing
+    checkpoint is a one-line error naming FLAG."""
+    from fairseq import checkpoint_utils
+
+    if not os.path.isfile(path):
+        raise VisionAttnError(f"{flag} {path}: no such checkpoint")
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides={"data": data})
+    return models[0].float(), task
+
+
 def load_subset(args):
     """(model in float32, task, the subset's size, its batches in a fixed order) from --path, --data,
     --subset and --max-tokens; a missing checkpoint is a one-line error."""
-    from fairseq import checkpoint_utils
-
-    if not os.path.isfile(args.path):
-        raise VisionAttnError(f"--path {args.path}: no such checkpoint")
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
-        [args.path], arg_overrides={"data": args.data}
-    )
+    model, task = load_checkpoint(args.path, args.data)
     task.load_dataset(args.subset)
     dataset = task.dataset(args.subset)
     batches = task.get_batch_iterator(dataset, max_tokens=args.max_tokens).next_epoch_itr(shuffle=False)
-    return models[0].float(), task, len(dataset), batches
+    return model, task, len(dataset), batches
 
 
 def run_monotonic_mismatch(args):
@@ -559,6 +576,105 @@ def increasing_edges(edges):
     return edges
 
 
+def step_agreement(attn, reference, target_lengths):
+    """How one model's attention agrees with a reference model's, summed over every step but the
+    first of each sentence: ``(steps, [same peak, previous peak, same overlap, previous overlap,
+    peak before, peak after])``.
+    attn, reference: ``B x T x S`` distributions over the source at each target step (teacher-forced
+    on the same batch); target_lengths: the ``B`` target lengths. "same": the reference's step t,
+    "previous": its step t - 1; a peak counts when both argmaxes are the same position; the overlap
+    of two distributions is sum_s min(a_s, b_s); "peak before" / "after": the model's argmax is an
+    earlier / a later source position than the reference's at step t."""
+    import torch
+
+    steps, sums = 0, torch.zeros(6, dtype=torch.float64)
+    for a, r, length in zip(attn, reference, target_lengths.tolist()):
+        a, same, previous = a[1:length], r[1:length], r[: max(length - 1, 0)]
+        if len(a) == 0:
+            continue
+        peak, same_peak = a.argmax(-1), same.argmax(-1)
+        sums += torch.stack(
+            [
+                (peak == same_peak).sum(),
+                (peak == previous.argmax(-1)).sum(),
+                torch.minimum(a, same).sum(),
+                torch.minimum(a, previous).sum(),
+                (peak < same_peak).sum(),
+                (peak > same_peak).sum(),
+            ]
+        ).double()
+        steps += len(a)
+    return steps, sums.tolist()
+
+
+def teacher_forced_attention(model, batch):
+    """The ``B x T x S`` attention a model's decoder returns, teacher-forced on a batch (eval mode):
+    this package's ``extra["attn"][0]`` or fairseq's ``lstm``'s tensor; ValueError if it has none."""
+    import torch
+
+    with torch.no_grad():
+        extra = model(**batch["net_input"])[1]
+    attn = extra.get("attn", [None])[0] if isinstance(extra, dict) else extra
+    if attn is None:
+        raise ValueError("its decoder returns no attention")
+    return attn.float()
+
+
+def attention_agreement(model, reference, batches, pad):
+    """(steps, agreement sums of :func:`step_agreement`, [model's, reference's] distributions) over
+    the batches: each target step's weights on its sentence's source positions (pads dropped).
+    Both models' weights must index right-padded positions (this package's encoder, fairseq's
+    ``lstm``): a ValueError otherwise."""
+    from .tasks.translation_vision_attn import attends_right_padded
+
+    if not all(attends_right_padded(m) for m in (model, reference)):
+        raise ValueError("its encoder does not attend right-padded source positions (compare LSTM models)")
+    model.eval()
+    reference.eval()
+    steps, sums, distributions = 0, [0.0] * 6, ([], [])
+    for batch in batches:
+        lengths = batch["target"].ne(pad).sum(-1)
+        source_lengths = batch["net_input"]["src_lengths"].tolist()
+        attns = [teacher_forced_attention(m, batch) for m in (model, reference)]
+        n, batch_sums = step_agreement(*attns, lengths)
+        steps, sums = steps + n, [a + b for a, b in zip(sums, batch_sums)]
+        for rows, attn in zip(distributions, attns):
+            for weights, source_length, length in zip(attn, source_lengths, lengths.tolist()):
+                rows += weights[:length, :source_length].tolist()
+    return steps, sums, distributions
+
+
+def run_attention_agreement(args):
+    model, task, sentences, batches = load_subset(args)
+    reference, reference_task = load_checkpoint(args.reference, args.data, "--reference")
+    for side in ("source", "target"):
+        if len(getattr(task, f"{side}_dictionary")) != len(getattr(reference_task, f"{side}_dictionary")):
+            raise VisionAttnError(
+                f"--path {args.path} and --reference {args.reference} have different {side} "
+                "dictionaries: compare models trained on the same data"
+            )
+    pad = task.target_dictionary.pad()
+    try:
+        steps, sums, distributions = attention_agreement(model, reference, batches, pad)
+    except ValueError as error:
+        raise VisionAttnError(f"{args.path} or {args.reference}: {error}") from None
+    if steps == 0:
+        raise VisionAttnError(f"{args.subset} has no sentence of two or more target tokens to compare")
+    same, previous, overlap, previous_overlap, before, after = (value / steps for value in sums)
+    lines = [
+        f"# {args.path} against the reference {args.reference}, {sentences} {args.subset} sentences, "
+        "teacher-forced, dropout off",
+        format_sharpness(
+            [(label, sharpness(rows)) for label, rows in zip(("model", "reference"), distributions)]
+        ),
+        f"the model's step t ({steps} steps, t >= 2) against the reference's\tsame peak\toverlap"
+        "\tpeak before it\tpeak after it",
+        f"step t\t{same:.3f}\t{overlap:.3f}\t{before:.3f}\t{after:.3f}",
+        f"step t - 1\t{previous:.3f}\t{previous_overlap:.3f}\t-\t-",
+    ]
+    return "\n".join(lines)
+
+
 def format_sharpness(rows):
     lines = ["distributions\tcount\tmean peak weight\tnormalised entropy\tshare peak > 0.5"]
     for label, (count, peak, entropy, sharp) in rows:
@@ -629,6 +745,15 @@ def get_parser():
     slots.add_argument("--data", required=True, help="the binarized data directory")
     slots.add_argument("--subset", default="test", help="default: test")
     slots.add_argument("--max-tokens", type=int, default=4000, metavar="N")
+    agree = sub.add_parser(
+        "attention-agreement",
+        help="where two models look when teacher-forced on the same references, step t and t - 1",
+    )
+    agree.add_argument("--path", required=True, help="the model's checkpoint")
+    agree.add_argument("--reference", required=True, help="the reference model's checkpoint")
+    agree.add_argument("--data", required=True, help="the binarized data directory (both models')")
+    agree.add_argument("--subset", default="valid", help="default: valid")
+    agree.add_argument("--max-tokens", type=int, default=4000, metavar="N")
     by_length = sub.add_parser("bleu-by-length", help="corpus BLEU per source-length bucket")
     by_length.add_argument(
         "--generate",
@@ -658,6 +783,9 @@ def main(argv=None):
         return 0
     if args.command == "memory-slots":
         print(run_memory_slots(args))
+        return 0
+    if args.command == "attention-agreement":
+        print(run_attention_agreement(args))
         return 0
     if args.command == "bleu-by-length":
         edges = increasing_edges(args.edges)

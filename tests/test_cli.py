@@ -1101,6 +1101,29 @@ def test_sharpness_analyses_read_soft_alignments_and_memory_slots(trained, toy_d
     assert proc.returncode == 2 and "no memory attention" in proc.stderr and "Traceback" not in proc.stderr
 
 
+def test_attention_agreement_compares_two_models_teacher_forced(trained, toy_data_bin):
+    """analysis attention-agreement: a model against itself agrees at every step (same peak 1,
+    overlap 1, no peak before or after); against another arch each share is in [0, 1]; every
+    target token of valid (EOS included, counted here from the raw text) is one distribution of
+    each model; a decoder without attention is a one-line error."""
+    data = str(toy_data_bin / "data-bin")
+    analysis = ["python", "-m", "fairseq_vision_attn.analysis", "attention-agreement", "--data", data]
+    glob, memory = (str(trained[arch] / "checkpoint_best.pt") for arch in ("lstm_global", "lstm_memory"))
+    lines = (toy_data_bin / "raw" / "valid.tgt").read_text().splitlines()
+    tokens = sum(len(line.split()) + 1 for line in lines)
+    out = run_cli(analysis + ["--path", glob, "--reference", glob], cwd=REPO).stdout.splitlines()
+    assert [row.split("\t")[:2] for row in out[2:4]] == [["model", str(tokens)], ["reference", str(tokens)]]
+    assert f"({tokens - len(lines)} steps, t >= 2)" in out[4]
+    assert out[5].split("\t") == ["step t", "1.000", "1.000", "0.000", "0.000"]
+    out = run_cli(analysis + ["--path", glob, "--reference", memory], cwd=REPO).stdout.splitlines()
+    same, previous = out[5].split("\t"), out[6].split("\t")
+    assert all(0 <= float(v) <= 1 for v in same[1:] + previous[1:3])
+    assert float(same[3]) + float(same[4]) + float(same[1]) == pytest.approx(1.0, abs=2e-3)
+    noattn = str(trained["lstm_noattn"] / "checkpoint_best.pt")
+    proc = run_cli(analysis + ["--path", noattn, "--reference", glob], cwd=REPO, check=False)
+    assert proc.returncode == 2 and "returns no attention" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_sact_variants_train_and_decode(toy_data_bin, tmp_path):
     """--sact-form mlp --sact-embedding --sact-dropout through fairseq-train; the checkpoint
     rebuilds the same variant in fairseq-generate (its temperatures are in the statistics)."""

@@ -52,8 +52,12 @@ def test_missing_and_unwritable_files(tmp_path, capsys):
     )
     assert str(gen) in line
     ckpt = tmp_path / "checkpoint_best.pt"
-    for command in ("monotonic-mismatch", "memory-slots"):
-        argv = [command, "--path", str(ckpt), "--data", "d"]
+    for command, extra in [
+        ("monotonic-mismatch", []),
+        ("memory-slots", []),
+        ("attention-agreement", ["--reference", "r"]),
+    ]:
+        argv = [command, "--path", str(ckpt), "--data", "d", *extra]
         line = one_error_line(capsys, lambda argv=argv: analysis.main(argv))
         assert f"--path {ckpt}: no such checkpoint" in line
     blocker = tmp_path / "file"

@@ -602,3 +602,32 @@ def test_report_distance_to_a_baseline_curve(tmp_path, capsys):
         with pytest.raises(SystemExit) as exit_:
             report.main(specs + ["--curve", curve])
         assert exit_.value.code == 2 and capsys.readouterr().err.strip().endswith(message)
+
+
+def test_step_agreement_hand_values():
+    """analysis' step_agreement on hand-built attention: sentence 1 (3 target steps; step 1 is
+    never compared) puts step 2 on the reference's previous peak, 0.4 of its weight on the
+    reference's own; sentence 2 (length 2 of 3: the padded step is ignored) looks right of the
+    reference; a one-step sentence adds nothing."""
+    import torch
+
+    from fairseq_vision_attn.analysis import step_agreement
+
+    reference = torch.tensor(
+        [
+            [[1.0, 0, 0], [0, 1, 0], [0, 0, 1]],
+            [[0, 0, 1.0], [1, 0, 0], [1, 0, 0]],
+            [[1.0, 0, 0], [0, 1, 0], [0, 0, 1]],
+        ]
+    )
+    attn = torch.tensor(
+        [
+            [[0.2, 0.3, 0.5], [0.6, 0.4, 0], [0, 0, 1]],
+            [[1.0, 0, 0], [0, 0, 1], [0, 1, 0]],
+            [[0, 0, 1.0], [0, 0, 1], [0, 0, 1]],
+        ]
+    )
+    steps, sums = step_agreement(attn, reference, torch.tensor([3, 2, 1]))
+    assert steps == 3
+    # same peak, previous peak, same overlap, previous overlap, peak before, peak after
+    assert sums == pytest.approx([1, 2, 0.4 + 1 + 0, 0.6 + 0 + 1, 1, 1])
