@@ -589,7 +589,7 @@ def step_agreement(attn, reference, target_lengths):
 
     steps, sums = 0, torch.zeros(6, dtype=torch.float64)
     for a, r, length in zip(attn, reference, target_lengths.tolist()):
-        a, same, previous = a[1:length], r[1:length], r[: max(length - 1, 0)]
+        a, same, previous = a[1:length], r[1:length], r[: length - 1]
         if len(a) == 0:
             continue
         peak, same_peak = a.argmax(-1), same.argmax(-1)
