@@ -16,17 +16,18 @@
 # The default rows are what the De-En claims still owed at the end of 2026-12-01: the conditional
 # decoder order's seed 3 (deen_cond.queue; its seeds 1 and 2 ran on the CPU on 2026-12-01: is the
 # order's gain on lstm_global seed noise? no: seed 3 trained on 2026-12-02 and is skipped now),
-# fairseq's lstm's seed 3 (deen_ref.queue: the baseline goal then compares three seeds with three)
-# and MILk lambda 0.1 held in that order (does a query that has read y_{t-1} move MILk against the
-# wait-k line? wait-3 / wait-5 in the same order are deen_cond's GPU rows), beside SACT's seed 2
-# (Lin et al.'s claim on De-En against lstm_global's two seeds) and local-p to the rule's end (Shu's
-# Table 1 baseline; the H200 call of 2026-11-29 cut it at epoch 28). The rows the lanes ran before
-# are done: the step-order probes (deen_step's seeds 2), fairseq's lstm's seed 2, MILk lambda 0.1
-# held's seed 2, lstm_global's seed 2 and its bilinear score (deen_6), SACT --sact-embedding seed 1,
-# wait-3 / wait-7 seeds 2 on the CPU, seeds 3 and the other De-En offline models on the H200
-# (recipes/claims/deen_4.queue), and Shu's Table 1 on De-En from that call's flexible model
-# (recipes/flexible_attention.sh PAIR=deen); the two dropout probes of deen_dropout were cut
-# (resumable; the order, not dropout, was the gap); a finished row named again is skipped.
+# fairseq's lstm's seed 3 (deen_ref.queue: trained on 2026-12-02, skipped now; the baseline goal
+# compares three seeds with three) and MILk lambda 0.1 held in that order (does a query that has
+# read y_{t-1} move MILk against the wait-k line? wait-3 / wait-5 in the same order are deen_cond's
+# GPU rows), beside SACT's seed 2 (Lin et al.'s claim on De-En against lstm_global's two seeds) and
+# local-p to the rule's end (Shu's Table 1 baseline; the H200 call of 2026-11-29 cut it at epoch
+# 28). The rows the lanes ran before are done: the step-order probes (deen_step's seeds 2),
+# fairseq's lstm's seed 2, MILk lambda 0.1 held's seed 2, lstm_global's seed 2 and its bilinear
+# score (deen_6), SACT --sact-embedding seed 1, wait-3 / wait-7 seeds 2 on the CPU, seeds 3 and the
+# other De-En offline models on the H200 (recipes/claims/deen_4.queue), and Shu's Table 1 on De-En
+# from that call's flexible model (recipes/flexible_attention.sh PAIR=deen); the two dropout probes
+# of deen_dropout were cut (resumable; the order, not dropout, was the gap); a finished row named
+# again is skipped.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
