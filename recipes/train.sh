@@ -6,6 +6,8 @@
 # OUT_DIR/train.log; the terminal gets one line per epoch. Re-running resumes from
 # checkpoint_last.pt (a finished run returns at once). DEVICE: auto (GPU if any), cpu or cuda;
 # NAME (the name on the progress lines; default ARCH); TIME_LIMIT (seconds, 0 = none: stop, exit 3).
+# KEEP_EPOCHS (0 = none): keep the last N epochs' checkpoint{E}.pt too, for checkpoint averaging
+# (python -m fairseq_vision_attn.average) or a choice of epoch by dev BLEU.
 # Exit 3 too when a signal stopped the training (a session's end): resumable, not failed. Exit 2
 # at once when another training holds OUT_DIR (its lock file OUT_DIR/.train.lock).
 set -euo pipefail
@@ -15,6 +17,10 @@ bin=$(arg_path "${2:?DATA_BIN}" "")
 out=$(arg_path "${3:?OUT_DIR}" "")
 shift 3
 EPOCHS=${EPOCHS:-8}
+KEEP_EPOCHS=${KEEP_EPOCHS:-0}
+[[ $KEEP_EPOCHS =~ ^[0-9]+$ ]] || usage_error "KEEP_EPOCHS: '$KEEP_EPOCHS' is not a number of epochs (0: keep none)"
+if [ "$KEEP_EPOCHS" -gt 0 ]; then epoch_flags=(--keep-last-epochs "$KEEP_EPOCHS")
+else epoch_flags=(--no-epoch-checkpoints); fi
 [ -f "$bin/dict.$(ls "$bin" 2>/dev/null | sed -n 's/^dict\.\(.*\)\.txt$/\1/p' | head -n 1).txt" ] \
   || usage_error "DATA_BIN $bin holds no fairseq dictionary (dict.*.txt): binarize it with recipes/prepare_data.sh"
 mkdir -p "$out"
@@ -31,4 +37,4 @@ train_logged "${NAME:-$arch}" "$out/train.log" "$EPOCHS" \
   --encoder-embed-dim 256 --encoder-hidden-size 256 --decoder-embed-dim 256 --decoder-hidden-size 256 \
   --decoder-out-embed-dim 256 --dropout 0.2 --optimizer adam --lr 0.001 --clip-norm 3 \
   --max-tokens 4000 --max-epoch "$EPOCHS" --criterion cross_entropy "${DEVICE_FLAGS[@]}" --num-workers 0 --seed 1 \
-  --save-dir "$out/checkpoints" --no-epoch-checkpoints --log-format simple --log-interval 100 "$@"
+  --save-dir "$out/checkpoints" "${epoch_flags[@]}" --log-format simple --log-interval 100 "$@"
