@@ -13,7 +13,7 @@ from fairseq import options
 from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEntropyCriterionConfig
 from fairseq.tasks.translation import TranslationConfig
 
-from fairseq_vision_attn import analysis, plots, prepare_data, report, seeds, toydata
+from fairseq_vision_attn import analysis, average, plots, prepare_data, report, seeds, toydata
 from fairseq_vision_attn.criterions.flexible_attention_cross_entropy import (
     FlexibleAttentionCrossEntropyConfig,
 )
@@ -75,7 +75,7 @@ def known_flags():
                 parser = get_parser()
                 options.parse_args_and_arch(parser, [*argv, *extra], parse_known=True)
                 known |= _parser_flags(parser)
-    for module in (plots, analysis, prepare_data, report, seeds, toydata):
+    for module in (plots, analysis, average, prepare_data, report, seeds, toydata):
         known |= _parser_flags(module.get_parser())
     for script in glob.glob(os.path.join(REPO, "benchmarks", "*.py")):  # their parsers live in main()
         with open(script, encoding="utf-8") as handle:
