@@ -15,13 +15,14 @@ first that the host can be reached).
 OUT_DIR receives ``data-bin/`` (fairseq-preprocess; ``test1`` is the second test set of
 ``deen``), ``tok/`` (tokenized and BPE text, the BPE codes), ``preprocess.log`` (everything the
 tools printed) and, last, ``corpus.json``, which records what was prepared: its presence means
-the data-bin is complete. Run again with the same inputs, the command says so and does nothing;
-an OUT_DIR prepared from another corpus or with other options is refused; one left half-written
-by an interrupted run is rebuilt.
+the data-bin is complete. Run again with the same inputs (the same bytes by SHA-256, from any
+path or copy), the command says so and does nothing; an OUT_DIR prepared from another corpus or
+with other options is refused; one left half-written by an interrupted run is rebuilt.
 """
 
 import argparse
 import gzip
+import hashlib
 import json
 import os
 import shutil
@@ -109,13 +110,35 @@ def check_corpus(data_dir, src, tgt, splits):
 
 
 def fingerprint(data_dir, src, tgt, splits):
-    """Size and modification time of every input file: enough to tell two corpora apart."""
+    """Size and SHA-256 of every input file: what the corpus is, wherever it lies and whenever
+    it was copied (a copied or re-mounted corpus keeps its bytes, not its modification times)."""
     out = {}
     for stem in splits.values():
         for lang in (src, tgt):
-            stat = os.stat(os.path.join(data_dir, f"{stem}.{lang}"))
-            out[f"{stem}.{lang}"] = [stat.st_size, int(stat.st_mtime)]
+            digest, size = hashlib.sha256(), 0
+            with open(os.path.join(data_dir, f"{stem}.{lang}"), "rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+                    size += len(block)
+            out[f"{stem}.{lang}"] = {"bytes": size, "sha256": digest.hexdigest()}
     return out
+
+
+# what tells two preparations apart; data_dir is recorded for the reader, not compared: the same
+# files under another path make the same data-bin
+COMPARED = ("source", "target", "splits", "options", "sentences", "files")
+
+
+def older_manifest_matches(existing, manifest):
+    """corpus.json of versions before 2026-12-03 records [size, mtime] per file, not contents:
+    accepted when everything else and every size agree (it is then rewritten with checksums)."""
+    old_files = existing.get("files", {})
+    if not old_files or not all(isinstance(value, list) for value in old_files.values()):
+        return False
+    sizes = {name: value[0] for name, value in old_files.items()}
+    if sizes != {name: value["bytes"] for name, value in manifest["files"].items()}:
+        return False
+    return all(existing.get(key) == manifest[key] for key in COMPARED if key != "files")
 
 
 def check_out_dir(out_dir, manifest):
@@ -124,11 +147,15 @@ def check_out_dir(out_dir, manifest):
     if os.path.exists(path):
         with open(path, encoding="utf-8") as handle:
             existing = json.load(handle)
-        if existing == manifest:
+        if all(existing.get(key) == manifest[key] for key in COMPARED):
             return True
-        differs = sorted(
-            key for key in set(existing) | set(manifest) if existing.get(key) != manifest.get(key)
-        )
+        if older_manifest_matches(existing, manifest):
+            upgraded = {**manifest, "data_dir": existing.get("data_dir", manifest["data_dir"])}
+            with open(path, "w", encoding="utf-8") as handle:
+                json.dump(upgraded, handle, indent=1)
+            say(f"{path} recorded file sizes and times only: rewritten with the files' checksums")
+            return True
+        differs = [key for key in COMPARED if existing.get(key) != manifest[key]]
         raise VisionAttnError(
             f"{out_dir} holds a corpus prepared with other inputs or options ({', '.join(differs)} differ, "
             f"see {path}): choose another OUT_DIR or remove that one"

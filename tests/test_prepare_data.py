@@ -7,6 +7,7 @@ import gzip
 import http.server
 import json
 import os
+import shutil
 import subprocess
 import threading
 
@@ -103,7 +104,8 @@ def test_out_dir_of_another_corpus_or_half_written(tmp_path):
     write_corpus(tmp_path / "b", pairs=8)
     out = tmp_path / "out"
     assert prepare("raw", "de", "en", tmp_path / "a", out).returncode == 0
-    assert_one_error(prepare("raw", "de", "en", tmp_path / "b", out), "other inputs", "data_dir")
+    other = prepare("raw", "de", "en", tmp_path / "b", out)
+    assert_one_error(other, "other inputs", "(sentences, files differ")
     # a data-bin this command did not make is never overwritten
     foreign = tmp_path / "foreign"
     (foreign / "data-bin").mkdir(parents=True)
@@ -115,6 +117,29 @@ def test_out_dir_of_another_corpus_or_half_written(tmp_path):
     proc = prepare("raw", "de", "en", tmp_path / "a", out)
     assert proc.returncode == 0, proc.stderr
     assert (out / "data-bin" / "train.de-en.de.bin").stat().st_size > 4 and (out / "corpus.json").exists()
+
+
+def test_same_bytes_elsewhere_are_the_same_corpus(tmp_path):
+    """The corpus is its bytes: a copy at another path with other modification times is prepared
+    already; a file of the same size with other bytes is another corpus; a corpus.json written
+    before checksums (sizes and times) is accepted when the sizes agree and rewritten."""
+    write_corpus(tmp_path / "a")
+    out = tmp_path / "out"
+    assert prepare("raw", "de", "en", tmp_path / "a", out).returncode == 0
+    shutil.copytree(tmp_path / "a", tmp_path / "copy")
+    for name in os.listdir(tmp_path / "copy"):
+        os.utime(tmp_path / "copy" / name, (1e9, 1e9))
+    again = prepare("raw", "de", "en", tmp_path / "copy", out)
+    assert again.returncode == 0 and "prepared from these files already" in again.stdout, again.stderr
+    text = (tmp_path / "copy" / "train.en").read_text()
+    (tmp_path / "copy" / "train.en").write_text(text.replace("dog", "cat"))  # same size, other words
+    assert_one_error(prepare("raw", "de", "en", tmp_path / "copy", out), "other inputs", "(files differ")
+    manifest = json.loads((out / "corpus.json").read_text())
+    manifest["files"] = {name: [entry["bytes"], 123] for name, entry in manifest["files"].items()}
+    (out / "corpus.json").write_text(json.dumps(manifest))
+    upgraded = prepare("raw", "de", "en", tmp_path / "a", out)
+    assert upgraded.returncode == 0 and "rewritten with the files' checksums" in upgraded.stdout
+    assert "sha256" in json.loads((out / "corpus.json").read_text())["files"]["train.en"]
 
 
 def test_bad_arguments(tmp_path):
