@@ -124,6 +124,30 @@ def test_sact_formula_and_previous_context():
     assert torch.equal(out.state[PREV_CONTEXT], out.context)
 
 
+@pytest.mark.parametrize("order", ["bahdanau", "conditional"])
+def test_sact_reads_the_newest_word_only_where_its_query_has(order):
+    """Lin et al.'s s_t has read y_{t-1}. In the Bahdanau order the query is h_{t-1}, so without
+    --sact-embedding tau_t cannot depend on y_{t-1} (only from step t + 1 on); in the conditional
+    order the query s = LSTM_cond(emb(y_{t-1}), h_{t-1}) has read it, so tau_t does. Oracle: the
+    temperatures of two target prefixes that differ in one word, at the steps before, at and
+    after the step that reads it."""
+    model = build_model("lstm_sact", decoder_step=order)
+    with torch.no_grad():  # beta away from 0 so that a changed input moves tau visibly
+        model.decoder.attention.temperature.state_proj.weight.mul_(5)
+    src, lengths, prev = random_batch(model, LENGTHS)
+    other = prev.clone()
+    other[:, 3] = prev[:, 3] % (len(model.decoder.dictionary) - 4) + 4  # another real word
+    assert not torch.equal(other, prev)
+    taus = forward(model, src, lengths, prev)[1]["attention_extras"]["temperature"]
+    changed = forward(model, src, lengths, other)[1]["attention_extras"]["temperature"]
+    assert torch.equal(taus[:, :3], changed[:, :3])  # before step 3 nothing has read it
+    assert not torch.allclose(taus[:, 4], changed[:, 4])  # after it, every order has
+    if order == "conditional":
+        assert not torch.allclose(taus[:, 3], changed[:, 3])
+    else:
+        assert torch.equal(taus[:, 3], changed[:, 3])
+
+
 def test_beam_reorder_moves_the_previous_context():
     model = build_model("lstm_sact")
     src, lengths, prev = random_batch(model, LENGTHS)

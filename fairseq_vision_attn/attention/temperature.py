@@ -14,7 +14,9 @@ How this decoder takes the paper's quantities (it attends before its LSTM step, 
 order, so the paper's s_t, the LSTM output of the current step, does not exist yet):
 
 - **s_t is the attention query**, the top decoder layer's state h_{t-1}, the most recent
-  decoder state when the step attends (SPEC sec. 6);
+  decoder state when the step attends (SPEC sec. 6); with ``--decoder-step conditional`` the
+  query is s = LSTM_cond(emb(y_{t-1}), h_{t-1}), which has read y_{t-1} as the paper's s_t has
+  (tau_t then depends on the newest output word without ``--sact-embedding``);
 - **c_{t-1} is the context this attention returned at the previous step**; c_0, which the
   paper initialises "with the initial state of the decoder", is the encoder summary e from
   which this decoder's initial state h_0 = tanh(W_init e) is computed (it has the context's
