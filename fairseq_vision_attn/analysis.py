@@ -150,7 +150,11 @@ def temperature_by_word(sentences, stats, function_types):
         temps = row["temperatures"]
         tokens = hypothesis + ["</s>"]
         if len(temps) != len(tokens):
-            raise SystemExit(f"sentence {i}: {len(temps)} temperatures for {len(tokens)} output tokens")
+            raise VisionAttnError(
+                f"sentence {i}: {len(temps)} temperatures for {len(hypothesis)} output tokens + EOS: "
+                "decode without --remove-bpe / --post-process / --tokenizer for this analysis (the "
+                "statistics count the model's own units)"
+            )
         for token, tau in zip(tokens, temps):
             groups[word_class(token, function_types)].append(tau)
             per_type[token].append(tau)

@@ -215,6 +215,18 @@ def test_temperature_by_word_groups_tokens():
     assert per_type["cat"] == [0.5]
 
 
+def test_temperature_by_word_names_the_cause_of_a_token_mismatch():
+    """A decoding with BPE removed or detokenized (De-En's recipes) has fewer tokens than the
+    model's steps: refused with the remedy, not a bare count."""
+    sentences = {0: ([], ["playground."])}  # "play@@ ground ." written as one word
+    stats = {0: {"temperatures": [0.3, 0.4, 0.5, 1.0]}}
+    with pytest.raises(
+        VisionAttnError,
+        match=r"sentence 0: 4 temperatures for 1 output tokens \+ EOS: decode without --remove-bpe",
+    ):
+        temperature_by_word(sentences, stats, {"."})
+
+
 def test_fixed_temperature_points_read_the_report_table():
     rows = [
         ["lstm_global", "4.7"],
