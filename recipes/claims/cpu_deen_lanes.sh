@@ -13,27 +13,20 @@
 # lanes side by side on one thread each; 1: every row of LANE_A then LANE_B in one lane on two
 # threads, faster on an idle 2-core machine: 87 s an epoch of De-En `lstm_global` against 3-5 min
 # for each of two one-thread lanes, measured 2026-12-01), and queue.sh's own settings.
-# The default rows are what the De-En claims still owed at the end of 2026-12-01: the conditional
-# decoder order's seed 3 (deen_cond.queue; its seeds 1 and 2 ran on the CPU on 2026-12-01: is the
-# order's gain on lstm_global seed noise? no: seed 3 trained on 2026-12-02 and is skipped now),
-# fairseq's lstm's seed 3 (deen_ref.queue: trained on 2026-12-02, skipped now; the baseline goal
-# compares three seeds with three) and MILk lambda 0.1 held in that order (does a query that has
-# read y_{t-1} move MILk against the wait-k line? wait-3 / wait-5 in the same order are deen_cond's
-# GPU rows), beside SACT's seed 2 (Lin et al.'s claim on De-En against lstm_global's two seeds) and
-# local-p to the rule's end (Shu's Table 1 baseline; the H200 call of 2026-11-29 cut it at epoch
-# 28). The rows the lanes ran before are done: the step-order probes (deen_step's seeds 2),
-# fairseq's lstm's seed 2, MILk lambda 0.1 held's seed 2, lstm_global's seed 2 and its bilinear
-# score (deen_6), SACT --sact-embedding seed 1, wait-3 / wait-7 seeds 2 on the CPU, seeds 3 and the
-# other De-En offline models on the H200 (recipes/claims/deen_4.queue), and Shu's Table 1 on De-En
-# from that call's flexible model (recipes/flexible_attention.sh PAIR=deen); the two dropout probes
-# of deen_dropout were cut (resumable; the order, not dropout, was the gap); a finished row named
-# again is skipped.
+# The default rows are what the De-En claims still owe on 2026-12-04: SACT in the conditional
+# decoder order (deen_sact_cond.queue; seed 1 trained on 2026-12-03, skipped now; seeds 2-3 decide
+# whether it is below lstm_global --decoder-step conditional's three seeds) in lane A, and beside
+# them the lambda-2 probe (does SACT's sharpening to a mean temperature of 0.34 cost?) and SACT in
+# the authors' Luong order (deen_step.queue) in lane B. Every row the lanes ran before (the step
+# orders, fairseq's lstm, lstm_global's seeds and bilinear score, MILk lambda 0.1 held, wait-3 /
+# wait-7 seeds, local-p, SACT --sact-embedding) is done and listed in docs/results.md; a finished
+# row named again is skipped.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
 OUT=$(arg_path "${2:-}" "$ROOT/outputs/claims/deen")
-LANE_A=${LANE_A:-"deen_cond:global_cond_s3 deen_ref:fairseq_lstm_s3 deen_cond:milk_0.1_hold_cond_s2"}
-LANE_B=${LANE_B:-"deen_5:sact_embed_s2 deen_5:local_s1"}
+LANE_A=${LANE_A:-"deen_sact_cond:sact_cond_s2 deen_sact_cond:sact_cond_s3"}
+LANE_B=${LANE_B:-"deen_sact_cond:sact_cond_lambda2_s1 deen_step:sact_embed_luong_s1"}
 LANES=${LANES:-2}
 [[ $LANES == 1 || $LANES == 2 ]] || usage_error "LANES=$LANES: valid values are 1 (one lane, two threads) \
 and 2 (two lanes side by side, one thread each)"
