@@ -13,10 +13,10 @@
 # lanes side by side on one thread each; 1: every row of LANE_A then LANE_B in one lane on two
 # threads, faster on an idle 2-core machine: 87 s an epoch of De-En `lstm_global` against 3-5 min
 # for each of two one-thread lanes, measured 2026-12-01), and queue.sh's own settings.
-# The default rows are what the De-En claims still owe on 2026-12-04: SACT in the conditional
-# decoder order (deen_sact_cond.queue; seed 1 trained on 2026-12-03, skipped now; seeds 2-3 decide
-# whether it is below lstm_global --decoder-step conditional's three seeds) in lane A, and beside
-# them the lambda-2 probe (does SACT's sharpening to a mean temperature of 0.34 cost?) and SACT in
+# The default rows are what the De-En claims still owe after 2026-12-04: SACT in the conditional
+# decoder order trained its seeds 1-3 (deen_sact_cond.queue; level with or slightly below
+# lstm_global in that order) and is skipped now; its lambda-2 probe (does the sharpening to a mean
+# temperature of 0.34 cost?) runs in lane A, beside SACT in
 # the authors' Luong order (deen_step.queue) in lane B. Every row the lanes ran before (the step
 # orders, fairseq's lstm, lstm_global's seeds and bilinear score, MILk lambda 0.1 held, wait-3 /
 # wait-7 seeds, local-p, SACT --sact-embedding) is done and listed in docs/results.md; a finished
@@ -25,8 +25,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
 OUT=$(arg_path "${2:-}" "$ROOT/outputs/claims/deen")
-LANE_A=${LANE_A:-"deen_sact_cond:sact_cond_s2 deen_sact_cond:sact_cond_s3"}
-LANE_B=${LANE_B:-"deen_sact_cond:sact_cond_lambda2_s1 deen_step:sact_embed_luong_s1"}
+LANE_A=${LANE_A:-"deen_sact_cond:sact_cond_lambda2_s1"}
+LANE_B=${LANE_B:-"deen_step:sact_embed_luong_s1"}
 LANES=${LANES:-2}
 [[ $LANES == 1 || $LANES == 2 ]] || usage_error "LANES=$LANES: valid values are 1 (one lane, two threads) \
 and 2 (two lanes side by side, one thread each)"
