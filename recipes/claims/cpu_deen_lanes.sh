@@ -13,14 +13,12 @@
 # lanes side by side on one thread each; 1: every row of LANE_A then LANE_B in one lane on two
 # threads, faster on an idle 2-core machine: 87 s an epoch of De-En `lstm_global` against 3-5 min
 # for each of two one-thread lanes, measured 2026-12-01), and queue.sh's own settings.
-# The default rows are what the De-En claims still owe after 2026-12-04: SACT in the conditional
-# decoder order trained its seeds 1-3 (deen_sact_cond.queue; level with or slightly below
-# lstm_global in that order) and is skipped now; its lambda-2 probe (does the sharpening to a mean
-# temperature of 0.34 cost?) runs in lane A, beside SACT in
-# the authors' Luong order (deen_step.queue) in lane B. Every row the lanes ran before (the step
-# orders, fairseq's lstm, lstm_global's seeds and bilinear score, MILk lambda 0.1 held, wait-3 /
-# wait-7 seeds, local-p, SACT --sact-embedding) is done and listed in docs/results.md; a finished
-# row named again is skipped.
+# The default rows (2026-12-04): SACT in the conditional decoder order trained its seeds 1-3
+# (deen_sact_cond.queue; level with or slightly below lstm_global in that order); its lambda-2
+# probe (does the sharpening to a mean temperature of 0.34 cost?) runs in lane A, beside SACT in
+# the authors' Luong order (deen_step.queue) in lane B. Earlier defaults not yet reported in
+# docs/results.md, to name in LANE_A / LANE_B: deen_cond:milk_0.1_hold_cond_s2, deen_5:sact_embed_s2
+# and deen_5:local_s1 (local-p to the rule's end). A finished row named again is skipped.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
