@@ -17,9 +17,9 @@
 # and its lambda-2 probe (deen_sact_cond.queue; level with or slightly below lstm_global in that
 # order, lambda 2 level with lambda 4); lane A runs SACT in the authors' Luong order
 # (deen_step.queue), lane B MILk lambda 0.1 held in the conditional order, seed 2 (deen_cond.queue).
-# Earlier defaults not yet reported in docs/results.md, to name in LANE_A / LANE_B:
-# deen_5:sact_embed_s2 and deen_5:local_s1 (local-p to the rule's end). A finished row named
-# again is skipped.
+# An earlier default not yet reported in docs/results.md, to name in LANE_A / LANE_B:
+# deen_5:sact_embed_s2 (deen_5:local_s1 ran on 2026-12-04: Table 1 on De-En). A finished row
+# named again is skipped.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
