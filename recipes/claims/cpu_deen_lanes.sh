@@ -13,8 +13,8 @@
 # lanes side by side on one thread each; 1: every row of LANE_A then LANE_B in one lane on two
 # threads, faster on an idle 2-core machine: 87 s an epoch of De-En `lstm_global` against 3-5 min
 # for each of two one-thread lanes, measured 2026-12-01), and queue.sh's own settings.
-# The default rows (after 2026-12-04, afternoon): the streaming heads De-En had no point for,
-# MILk's predecessors and its lambda 0 (deen_2.queue, the paper's Fig. 2 comparison): lane A MoChA
+# The default rows (after 2026-12-04, afternoon): the streaming heads De-En lacked points for,
+# MILk's predecessors (MoChA ran that day) and its lambda 0 (deen_2.queue, the paper's Fig. 2 comparison): lane A MoChA
 # (chunk 4) then hard monotonic attention, both at lambda 0.1 with the rate held, lane B MILk at
 # lambda 0. Earlier defaults not yet reported in docs/results.md, to name in LANE_A / LANE_B:
 # deen_5:sact_embed_s2 (SACT's second seed in the Bahdanau order), deen_step:sact_embed_luong_s1
