@@ -13,10 +13,12 @@
 # lanes side by side on one thread each; 1: every row of LANE_A then LANE_B in one lane on two
 # threads, faster on an idle 2-core machine: 87 s an epoch of De-En `lstm_global` against 3-5 min
 # for each of two one-thread lanes, measured 2026-12-01), and queue.sh's own settings.
-# The default rows (after 2026-12-04, afternoon): the streaming heads De-En lacked points for,
-# MILk's predecessors (MoChA ran that day) and its lambda 0 (deen_2.queue, the paper's Fig. 2 comparison): lane A MoChA
-# (chunk 4) then hard monotonic attention, both at lambda 0.1 with the rate held, lane B MILk at
-# lambda 0. Earlier defaults not yet reported in docs/results.md, to name in LANE_A / LANE_B:
+# The default rows (after 2026-12-04, evening; the paper's Fig. 2 comparison): lane A MILk at
+# lambda 0 (deen_2.queue), lane B MoChA (chunk 4, lambda 0.1, the rate held) with training noise
+# 16, the fix for its undecided stops (deen_mocha.queue; its second row, mocha_0.1_s2, is a second
+# seed). MoChA and hard monotonic attention at noise 0 ran that day (deen_2:mocha_0.1_s1,
+# deen_2:monotonic_0.1_s1; docs/results.md).
+# Earlier defaults not yet reported in docs/results.md, to name in LANE_A / LANE_B:
 # deen_5:sact_embed_s2 (SACT's second seed in the Bahdanau order), deen_step:sact_embed_luong_s1
 # (SACT in the authors' Luong order) and deen_cond:milk_0.1_hold_cond_s2 (MILk lambda 0.1 held in
 # the conditional order). A finished row named again is skipped.
@@ -24,8 +26,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
 OUT=$(arg_path "${2:-}" "$ROOT/outputs/claims/deen")
-LANE_A=${LANE_A:-"deen_2:mocha_0.1_s1 deen_2:monotonic_0.1_s1"}
-LANE_B=${LANE_B:-"deen_2:milk_0_s1"}
+LANE_A=${LANE_A:-"deen_2:milk_0_s1"}
+LANE_B=${LANE_B:-"deen_mocha:mocha_0.1_noise16_s1"}
 LANES=${LANES:-2}
 [[ $LANES == 1 || $LANES == 2 ]] || usage_error "LANES=$LANES: valid values are 1 (one lane, two threads) \
 and 2 (two lanes side by side, one thread each)"
