@@ -16,7 +16,7 @@
 # The default rows (after 2026-12-04, evening; the paper's Fig. 2 comparison): lane A MILk at
 # lambda 0 (deen_2.queue), lane B MoChA (chunk 4, lambda 0.1, the rate held) with training noise
 # 16, the fix for its undecided stops (deen_mocha.queue; its second row, mocha_0.1_s2, is a second
-# seed). MoChA and hard monotonic attention at noise 0 ran that day (deen_2:mocha_0.1_s1,
+# seed). MoChA and hard monotonic attention at the default noise 4 ran that day (deen_2:mocha_0.1_s1,
 # deen_2:monotonic_0.1_s1; docs/results.md).
 # Earlier defaults not yet reported in docs/results.md, to name in LANE_A / LANE_B:
 # deen_5:sact_embed_s2 (SACT's second seed in the Bahdanau order), deen_step:sact_embed_luong_s1
