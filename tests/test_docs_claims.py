@@ -1,6 +1,6 @@
 """The claims table (issue 22): docs/results/claims.tsv, one row per paper claim, and the
-README's short table, which repeats it, say the same thing, and every row points to a section
-of the docs that exists."""
+README's short table, which repeats it with a shorter "ours" cell, say the same thing, and every
+row points to a section of the docs that exists."""
 
 import csv
 import os
@@ -56,13 +56,29 @@ def test_every_claim_points_to_an_existing_section():
             assert anchor in {_slug(h) for h in headings}, f"{path} has no section #{anchor}"
 
 
-def test_readme_table_repeats_the_tsv():
+# a figure: a number, its sign when it stands alone ("-0.49", not the "-3" of "seeds 1-3"), its "%"
+FIGURE = re.compile(r"(?<![\w.])(?:(?:^|(?<=[\s(]))[+-])?\d+(?:\.\d+)?%?")
+SHORT_CELL = 300  # characters of the README's "ours" cell
+
+
+def test_figure_pattern():
+    figures = FIGURE.findall("-0.49 test, seeds 1-3 (+0.25 valid), 20.5% at DAL 2-5")
+    assert figures == ["-0.49", "1", "3", "+0.25", "20.5%", "2", "5"]
+
+
+def test_readme_table_shortens_the_tsv():
+    """The README's table repeats the TSV's paper, claim, paper's value, verdict and section, and
+    shortens its "ours": every figure the short cell quotes is one of the TSV row's figures."""
     _, rows = _claims()
     readme = _readme_claims()
     assert len(readme) == len(rows)
-    for theirs, ours in zip(readme, rows):
-        assert theirs[:5] == ours[:5]
-        assert theirs[5] == f"[results]({ours[5]})"
+    ours = COLUMNS.index("ours")
+    for theirs, row in zip(readme, rows):
+        assert theirs[:ours] + theirs[ours + 1 : 5] == row[:ours] + row[ours + 1 : 5]
+        assert theirs[5] == f"[results]({row[5]})"
+        assert len(theirs[ours]) <= SHORT_CELL, f"README's cell for {row[1]!r} is not short"
+        missing = set(FIGURE.findall(theirs[ours])) - set(FIGURE.findall(row[ours]))
+        assert not missing, f"README's cell for {row[1]!r} quotes {sorted(missing)}, not in claims.tsv"
 
 
 def test_slug_follows_github():
