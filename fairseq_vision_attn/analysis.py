@@ -52,7 +52,10 @@ share of the expected alignment's stopping mass on positions whose stopping prob
 free) is between 0.1 and 0.9, where "stop at the first p > 1/2" and the expectation disagree
 (the training noise is meant to push every p to 0 or 1: MILk Eq. 11). A last comment line per
 head gives its energy's scale and bias and the ceiling no input can lift the energy above
-(tanh is bounded): the largest noise-free p the head can give anywhere.
+(tanh is bounded): the largest noise-free p the head can give anywhere. ``--context-shifts S``
+adds a probe row per S: the hard policy with each context built as if the head had stopped S
+positions later (negative: earlier): what a stop one position off costs the model, a
+one-state context (hard monotonic attention) more than a chunk or an infinite lookback.
 
 **alignment-sharpness** and **memory-slots** (Britz et al. 2017, sec. 5). How sharply a model
 looks, as three figures over a set of distributions over source positions: the mean peak
@@ -98,7 +101,7 @@ import sys
 from collections import defaultdict
 
 from .attention.monotonic import STOP_RULES
-from .errors import VisionAttnError, non_negative_float, one_line_errors, positive_float
+from .errors import VisionAttnError, non_negative_float, nonzero_int, one_line_errors, positive_float
 from .plots import read_sentences, read_stats
 
 
@@ -239,7 +242,7 @@ def monotonic_heads(model):
     return [m for m in model.modules() if isinstance(m, MonotonicAttentionBase)]
 
 
-def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energy"):
+def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energy", context_shifts=()):
     """Teacher-forced NLL and DAL of a streaming model under the hard policy and the expected
     alignment.
 
@@ -250,8 +253,14 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energ
         noise_vars: the noise variances of the expected rows.
         pad: the target padding index.
         stop_rule: the hard policy's rule (fairseq-generate's ``--monotonic-stop``).
+        context_shifts: a probe of how much a stop one or more positions off costs: for each
+            shift s, a hard-policy row whose context is built as if the head had stopped s
+            positions later than the policy says (clipped to the sentence; a later stop reads
+            states the policy has not read). The stopping rule is unchanged; the stops after the
+            first follow the decoder states the shifted contexts give, so the DAL moves too.
     Returns:
-        ``[(label, nll_bits_per_token, mean_dal, uncertain_share)]``, the hard policy first;
+        ``[(label, nll_bits_per_token, mean_dal, uncertain_share)]``, the hard policy first,
+        then one row per context shift;
         ``uncertain_share`` (None for the hard policy): the share of the expected alignment's
         stopping mass on positions whose noise-free stopping probability is in (0.1, 0.9)
         (:func:`uncertain_stop_mass`). The model is left in eval mode with its heads' noise
@@ -282,15 +291,31 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energ
 
         return training_alignment
 
+    def shifted(head, shift):
+        original = type(head).hard_weights
+
+        def hard_weights(query, cache, position):
+            moved = (position + shift).clamp(min=0)
+            return original(head, query, cache, torch.minimum(moved, cache["lengths"] - 1))
+
+        return hard_weights
+
+    hard = f"hard policy ({stop_rule})"
     try:
         for m in heads:
             m.stop_rule = stop_rule
             m.training_alignment = recording(m)
-        for label, expected, noise in [(f"hard policy ({stop_rule})", False, 0.0)] + [
-            (f"expected, noise {n:g}", True, n) for n in noise_vars
-        ]:
+        for label, expected, noise, shift in (
+            [(hard, False, 0.0, 0)]
+            + [(f"{hard}, context at the stop {s:+d}", False, 0.0, s) for s in context_shifts]
+            + [(f"expected, noise {n:g}", True, n, 0) for n in noise_vars]
+        ):
             for m in heads:
                 m.training, m.noise_var = expected, noise
+                if shift:
+                    m.hard_weights = shifted(m, shift)
+                else:
+                    m.__dict__.pop("hard_weights", None)
             torch.manual_seed(seed)
             nll, tokens, dal, sentences = 0.0, 0, 0.0, 0
             stops[:] = [0.0, 0.0]
@@ -313,6 +338,7 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energ
         for m, (noise, rule) in zip(heads, saved):
             m.noise_var, m.stop_rule = noise, rule
             m.__dict__.pop("training_alignment", None)
+            m.__dict__.pop("hard_weights", None)
         model.eval()
     return rows
 
@@ -342,7 +368,9 @@ def run_monotonic_mismatch(args):
     model, task, sentences, batches = load_subset(args)
     try:
         pad = task.target_dictionary.pad()
-        rows = monotonic_mismatch(model, list(batches), args.noise_vars, pad, args.seed, args.monotonic_stop)
+        rows = monotonic_mismatch(
+            model, list(batches), args.noise_vars, pad, args.seed, args.monotonic_stop, args.context_shifts
+        )
     except ValueError as error:
         raise VisionAttnError(f"--path {args.path}: {error}") from None
     lines = [
@@ -725,6 +753,15 @@ def get_parser():
         choices=STOP_RULES,
         default="energy",
         help="the hard policy's stopping rule, as fairseq-generate's (default: energy)",
+    )
+    mismatch.add_argument(
+        "--context-shifts",
+        type=nonzero_int,
+        nargs="+",
+        default=[],
+        metavar="S",
+        help="a probe: for each S, a hard-policy row whose context is built as if the head had "
+        "stopped S positions later than the policy says (negative: earlier); non-zero integers",
     )
     mismatch.add_argument("--max-tokens", type=int, default=4000, metavar="N")
     mismatch.add_argument("--seed", type=int, default=1, help="seed of the noise (default 1)")

@@ -107,6 +107,16 @@ def positive_int(text):
     return value
 
 
+def nonzero_int(text):
+    try:
+        value = int(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a non-zero integer, got {text!r}") from None
+    if value == 0:
+        raise argparse.ArgumentTypeError("expected a non-zero integer, got 0")
+    return value
+
+
 def positive_float(text):
     """A finite float > 0; ``inf`` is allowed only where :func:`positive_float_or_inf` is used."""
     value = _parse_float(text)

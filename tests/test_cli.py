@@ -438,6 +438,46 @@ def test_mismatch_share_of_uncertain_stops_follows_the_head_energies(trained, to
     assert "training_alignment" not in vars(model.decoder.attention)
 
 
+def test_mismatch_context_shifts_move_the_hard_context(trained, toy_data_bin):
+    """--context-shifts on the trained toy hard monotonic model with its energies set by hand:
+    with every head at the last source token (energies of -50) a later context is clipped to the
+    sentence and changes nothing, an earlier one does; with every head at the first token
+    (energies of +50) the reverse; the heads come back as they were."""
+    import argparse
+
+    import torch
+
+    from fairseq_vision_attn.analysis import load_subset, monotonic_mismatch
+
+    ckpt, data = str(trained["lstm_monotonic"] / "checkpoint_best.pt"), str(toy_data_bin / "data-bin")
+    model, task, _, batches = load_subset(
+        argparse.Namespace(path=ckpt, data=data, subset="valid", max_tokens=4000)
+    )
+    batches, pad = list(batches), task.target_dictionary.pad()
+    head = model.decoder.attention
+    for r, same, moved in [(-50.0, [1, 3], [-1]), (50.0, [-1, -3], [1])]:
+        with torch.no_grad():
+            head.energy.g.fill_(0.0)
+            head.energy.r.fill_(r)
+        rows = monotonic_mismatch(model, batches, [], pad, context_shifts=same + moved)
+        hard, shifted = rows[0], dict(zip(same + moved, rows[1:]))
+        assert [row[0] for row in rows[1:]] == [
+            f"hard policy (energy), context at the stop {s:+d}" for s in same + moved
+        ]
+        for s in same:
+            assert shifted[s][1:3] == pytest.approx(hard[1:3], abs=1e-6), (r, s)
+        for s in moved:
+            assert abs(shifted[s][1] - hard[1]) > 1e-5, (r, s)  # another state: another NLL
+    assert "hard_weights" not in vars(head) and "training_alignment" not in vars(head)
+    proc = run_cli(
+        ["python", "-m", "fairseq_vision_attn.analysis", "monotonic-mismatch", "--data", data, "--path", ckpt]
+        + ["--context-shifts", "0"],
+        cwd=REPO,
+        check=False,
+    )
+    assert proc.returncode == 2 and "non-zero integer" in proc.stderr and "Traceback" not in proc.stderr
+
+
 @pytest.mark.parametrize(
     "arch, flags",
     [
