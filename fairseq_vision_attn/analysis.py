@@ -54,8 +54,7 @@ free) is between 0.1 and 0.9, where "stop at the first p > 1/2" and the expectat
 head gives its energy's scale and bias and the ceiling no input can lift the energy above
 (tanh is bounded): the largest noise-free p the head can give anywhere. ``--context-shifts S``
 adds a probe row per S: the hard policy with each context built as if the head had stopped S
-positions later (negative: earlier): what a stop one position off costs the model, a
-one-state context (hard monotonic attention) more than a chunk or an infinite lookback.
+positions later (negative: earlier): what a stop one position off costs the model.
 
 **alignment-sharpness** and **memory-slots** (Britz et al. 2017, sec. 5). How sharply a model
 looks, as three figures over a set of distributions over source positions: the mean peak
