@@ -6,7 +6,8 @@ attention's threshold can cut the window on a corpus.
     python -m fairseq_vision_attn.analysis window-bound --stats STATS [--sigma 1.5] \\
         [--taus 0.3 0.5 0.8 1.0 1.2 1.6]
     python -m fairseq_vision_attn.analysis monotonic-mismatch --path CKPT --data DATA_BIN \\
-        [--subset valid] [--noise-vars 0 4] [--monotonic-stop energy]
+        [--subset valid] [--noise-vars 0 4] [--monotonic-stop energy] [--context-shifts S ...] \\
+        [--argmax-output FILE [--remove-bpe] [--tokenizer moses]]
     python -m fairseq_vision_attn.analysis alignment-sharpness --generate GEN [GEN ...]
     python -m fairseq_vision_attn.analysis alignment-by-word --generate GEN \\
         --dict DATA_BIN/dict.TGT.txt [--function-words 50]
@@ -54,7 +55,13 @@ free) is between 0.1 and 0.9, where "stop at the first p > 1/2" and the expectat
 head gives its energy's scale and bias and the ceiling no input can lift the energy above
 (tanh is bounded): the largest noise-free p the head can give anywhere. ``--context-shifts S``
 adds a probe row per S: the hard policy with each context built as if the head had stopped S
-positions later (negative: earlier): what a stop one position off costs the model.
+positions later (negative: earlier): what a stop one position off costs the model. The last
+column of every row is the teacher-forced top-1 accuracy (the share of reference tokens that are
+the most probable word given the reference prefix); ``--argmax-output FILE`` writes the hard
+policy's most probable words as a translation (``T-``/``H-``/``D-`` lines, BPE removed and
+detokenized as fairseq-generate's ``--remove-bpe --tokenizer moses``) for ``report.py``: its BLEU
+against greedy decoding's splits a gap between two models into the part there one step at a time
+and the part that grows when each conditions on its own outputs.
 
 **alignment-sharpness** and **memory-slots** (Britz et al. 2017, sec. 5). How sharply a model
 looks, as three figures over a set of distributions over source positions: the mean peak
@@ -241,7 +248,9 @@ def monotonic_heads(model):
     return [m for m in model.modules() if isinstance(m, MonotonicAttentionBase)]
 
 
-def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energy", context_shifts=()):
+def monotonic_mismatch(
+    model, batches, noise_vars, pad, seed=1, stop_rule="energy", context_shifts=(), argmax=None
+):
     """Teacher-forced NLL and DAL of a streaming model under the hard policy and the expected
     alignment.
 
@@ -257,13 +266,18 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energ
             positions later than the policy says (clipped to the sentence; a later stop reads
             states the policy has not read). The stopping rule is unchanged; the stops after the
             first follow the decoder states the shifted contexts give, so the DAL moves too.
+        argmax: a dict to fill, for the hard policy, with ``{sentence id: (reference token ids,
+            the most probable token at each of its positions given the reference prefix)}``.
     Returns:
-        ``[(label, nll_bits_per_token, mean_dal, uncertain_share)]``, the hard policy first,
-        then one row per context shift;
+        ``[(label, nll_bits_per_token, mean_dal, uncertain_share, accuracy)]``, the hard policy
+        first, then one row per context shift;
         ``uncertain_share`` (None for the hard policy): the share of the expected alignment's
         stopping mass on positions whose noise-free stopping probability is in (0.1, 0.9)
-        (:func:`uncertain_stop_mass`). The model is left in eval mode with its heads' noise
-        and stopping rule as they were.
+        (:func:`uncertain_stop_mass`); ``accuracy``: the share of reference tokens that are the
+        most probable word given the reference prefix (teacher-forced top-1 accuracy: set beside
+        greedy decoding's BLEU, it says whether a gap between two models is there one step at a
+        time or grows when each conditions on its own outputs). The model is left in eval mode
+        with its heads' noise and stopping rule as they were.
     """
     import torch
 
@@ -316,7 +330,7 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energ
                 else:
                     m.__dict__.pop("hard_weights", None)
             torch.manual_seed(seed)
-            nll, tokens, dal, sentences = 0.0, 0, 0.0, 0
+            nll, tokens, correct, dal, sentences = 0.0, 0, 0, 0.0, 0
             stops[:] = [0.0, 0.0]
             with torch.no_grad():
                 for sample in batches:
@@ -327,12 +341,17 @@ def monotonic_mismatch(model, batches, noise_vars, pad, seed=1, stop_rule="energ
                     gold = lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
                     nll -= gold[mask].sum().item()
                     tokens += int(mask.sum())
+                    best = lprobs.argmax(-1)
+                    correct += int(best.eq(target)[mask].sum())
+                    if argmax is not None and label == hard:
+                        for i, sentence in enumerate(sample["id"].tolist()):
+                            argmax[sentence] = (target[i][mask[i]].tolist(), best[i][mask[i]].tolist())
                     delays = attention_extras(net_output)["delay"]
                     src_len = sample["net_input"]["src_lengths"]
                     dal += differentiable_average_lagging(delays, src_len, mask).sum().item()
                     sentences += target.size(0)
             share = stops[0] / stops[1] if expected and stops[1] > 0 else None
-            rows.append((label, nll / tokens / math.log(2), dal / sentences, share))
+            rows.append((label, nll / tokens / math.log(2), dal / sentences, share, correct / tokens))
     finally:
         for m, (noise, rule) in zip(heads, saved):
             m.noise_var, m.stop_rule = noise, rule
@@ -363,21 +382,62 @@ def load_subset(args):
     return model, task, len(dataset), batches
 
 
+def write_argmax_output(path, argmax, task, post_process=None, tokenizer=None):
+    """The hard policy's teacher-forced choices as fairseq-generate's output, for report.py and
+    sacrebleu: per sentence (by id) a ``T-`` line (the reference) and ``H-`` / ``D-`` lines (the
+    most probable word at each reference position given the reference prefix; a predicted EOS
+    is no word), each post-processed (``--post-process``, e.g. subword_nmt) and detokenized
+    (``--tokenizer moses``) as fairseq-generate does: a greedy translation that never sees its
+    own errors."""
+    import torch
+    from fairseq.data import encoders
+
+    vocab = task.target_dictionary
+    detok = None
+    if tokenizer:
+        languages = {"source_lang": task.cfg.source_lang, "target_lang": task.cfg.target_lang}
+        detok = encoders.build_tokenizer(argparse.Namespace(tokenizer=tokenizer, **languages))
+
+    def text(ids):
+        words = vocab.string(torch.tensor(ids), post_process)
+        return words, (detok.decode(words) if detok else words)
+
+    with open(path, "w", encoding="utf-8") as out:
+        for sentence in sorted(argmax):
+            reference, best = argmax[sentence]
+            words, detokenized = text(best)
+            out.write(f"T-{sentence}\t{text(reference)[1]}\nH-{sentence}\t0\t{words}\n")
+            out.write(f"D-{sentence}\t0\t{detokenized}\n")
+
+
 def run_monotonic_mismatch(args):
+    if args.argmax_output and os.path.exists(args.argmax_output):
+        raise VisionAttnError(f"--argmax-output {args.argmax_output} exists: name a new file")
     model, task, sentences, batches = load_subset(args)
+    argmax = {} if args.argmax_output else None
     try:
         pad = task.target_dictionary.pad()
         rows = monotonic_mismatch(
-            model, list(batches), args.noise_vars, pad, args.seed, args.monotonic_stop, args.context_shifts
+            model,
+            list(batches),
+            args.noise_vars,
+            pad,
+            args.seed,
+            args.monotonic_stop,
+            args.context_shifts,
+            argmax,
         )
     except ValueError as error:
         raise VisionAttnError(f"--path {args.path}: {error}") from None
+    if argmax is not None:
+        write_argmax_output(args.argmax_output, argmax, task, args.post_process, args.tokenizer)
     lines = [
         f"# {args.path}, {sentences} {args.subset} sentences, teacher-forced, dropout off",
-        "alignment\tnll (bits/token)\tDAL\tstops at 0.1 < p < 0.9",
+        "alignment\tnll (bits/token)\tDAL\tstops at 0.1 < p < 0.9\ttop-1 accuracy",
     ]
-    for label, nll, dal, share in rows:
-        lines.append(f"{label}\t{nll:.4f}\t{dal:.3f}\t" + ("-" if share is None else f"{share:.3f}"))
+    for label, nll, dal, share, accuracy in rows:
+        undecided = "-" if share is None else f"{share:.3f}"
+        lines.append(f"{label}\t{nll:.4f}\t{dal:.3f}\t{undecided}\t{accuracy:.4f}")
     lines += [f"# {line}" for line in energy_ceilings(model)]
     return "\n".join(lines)
 
@@ -734,7 +794,7 @@ def get_parser():
     )
     mismatch = sub.add_parser(
         "monotonic-mismatch",
-        help="a streaming model's NLL and DAL under the hard policy and the expected alignment",
+        help="a streaming model's NLL, DAL and top-1 accuracy, hard policy and expected alignment",
     )
     mismatch.add_argument("--path", required=True, help="a monotonic, MoChA or MILk checkpoint")
     mismatch.add_argument("--data", required=True, help="the binarized data directory")
@@ -761,6 +821,26 @@ def get_parser():
         metavar="S",
         help="a probe: for each S, a hard-policy row whose context is built as if the head had "
         "stopped S positions later than the policy says (negative: earlier); non-zero integers",
+    )
+    mismatch.add_argument(
+        "--argmax-output",
+        metavar="FILE",
+        help="write the hard policy's teacher-forced choices (the most probable word given the "
+        "reference prefix) as fairseq-generate's T-/H-/D- lines, for report.py (a new file)",
+    )
+    mismatch.add_argument(
+        "--post-process",
+        "--remove-bpe",
+        nargs="?",
+        const="@@ ",
+        default=None,
+        help="--argmax-output's BPE removal, as fairseq-generate's (e.g. subword_nmt; default: none)",
+    )
+    mismatch.add_argument(
+        "--tokenizer",
+        choices=["moses"],
+        default=None,
+        help="--argmax-output's detokenizer, as fairseq-generate's (default: none)",
     )
     mismatch.add_argument("--max-tokens", type=int, default=4000, metavar="N")
     mismatch.add_argument("--seed", type=int, default=1, help="seed of the noise (default 1)")

@@ -438,6 +438,60 @@ def test_mismatch_share_of_uncertain_stops_follows_the_head_energies(trained, to
     assert "training_alignment" not in vars(model.decoder.attention)
 
 
+def test_mismatch_accuracy_and_argmax_output_follow_the_argmax(trained, toy_data_bin, tmp_path):
+    """monotonic_mismatch's accuracy column and --argmax-output, on the trained toy MoChA with its
+    output layer pushed toward one word: toward EOS the accuracy is the share of reference tokens
+    that are EOS (one a sentence, counted from the data) and every written hypothesis is empty;
+    toward a word the references lack it is 0 and each hypothesis is that word once per
+    reference token. The trained model's accuracy lies between; through the CLI it is the last
+    column, the written references are fairseq-generate's, and an existing file is refused."""
+    import argparse
+
+    import torch
+
+    from fairseq_vision_attn.analysis import load_subset, monotonic_mismatch, write_argmax_output
+    from fairseq_vision_attn.report import parse_generate_output
+
+    ckpt, data = str(trained["lstm_mocha"] / "checkpoint_best.pt"), str(toy_data_bin / "data-bin")
+    model, task, _, batches = load_subset(
+        argparse.Namespace(path=ckpt, data=data, subset="test", max_tokens=4000)
+    )
+    batches, vocab = list(batches), task.target_dictionary
+    targets = torch.cat([b["target"][b["target"].ne(vocab.pad())] for b in batches])
+    lengths = {int(i): int(t.ne(vocab.pad()).sum()) for b in batches for i, t in zip(b["id"], b["target"])}
+    absent = next(w for w in range(vocab.nspecial, len(vocab)) if not targets.eq(w).any())
+    trained_accuracy = monotonic_mismatch(model, batches, [0], vocab.pad())[0][4]
+    output_layer = model.decoder.output_layer
+    eos_share = int(targets.eq(vocab.eos()).sum()) / len(targets)
+    for word, expected, words in [(vocab.eos(), eos_share, ""), (absent, 0.0, vocab[absent])]:
+        push = torch.zeros(len(vocab))
+        push[word] = 1e4
+        model.decoder.output_layer = lambda features, push=push, **kwargs: output_layer(features) + push
+        argmax = {}
+        rows = monotonic_mismatch(model, batches, [0], vocab.pad(), argmax=argmax)
+        assert [row[4] for row in rows] == pytest.approx([expected] * 2, abs=1e-9), word
+        written = tmp_path / f"{word}.txt"
+        write_argmax_output(written, argmax, task)
+        hypotheses = {i: f[1] for i, f in parse_generate_output(written)["H"].items()}
+        assert hypotheses == {i: " ".join([words] * n) if words else "" for i, n in lengths.items()}
+    assert expected < trained_accuracy <= 1
+    del model.decoder.output_layer
+    analysis = ["python", "-m", "fairseq_vision_attn.analysis", "monotonic-mismatch", "--data", data]
+    analysis += ["--path", ckpt, "--subset", "test", "--argmax-output", str(tmp_path / "tf.txt")]
+    out = run_cli(analysis, cwd=REPO).stdout.splitlines()
+    assert out[1].split("\t")[-1] == "top-1 accuracy"
+    assert float(out[2].split("\t")[-1]) == pytest.approx(trained_accuracy, abs=1e-4)
+    (tmp_path / "generated.txt").write_text(run_cli(generate_args(toy_data_bin, ckpt), cwd=REPO).stdout)
+    generated = parse_generate_output(tmp_path / "generated.txt")["T"]
+    assert parse_generate_output(tmp_path / "tf.txt")["T"] == generated and len(generated) == len(lengths)
+    written = (tmp_path / "tf.txt").read_text()
+    proc = run_cli(analysis, cwd=REPO, check=False)
+    assert (
+        proc.returncode == 2 and "exists: name a new file" in proc.stderr and "Traceback" not in proc.stderr
+    )
+    assert (tmp_path / "tf.txt").read_text() == written
+
+
 def test_mismatch_context_shifts_move_the_hard_context(trained, toy_data_bin):
     """--context-shifts on the trained toy hard monotonic model with its energies set by hand:
     with every head at the last source token (energies of -50) a later context is clipped to the
