@@ -411,8 +411,14 @@ def write_argmax_output(path, argmax, task, post_process=None, tokenizer=None):
 
 
 def run_monotonic_mismatch(args):
-    if args.argmax_output and os.path.exists(args.argmax_output):
+    if args.argmax_output is None:
+        for flag, value in (("--remove-bpe", args.post_process), ("--tokenizer", args.tokenizer)):
+            if value is not None:
+                raise VisionAttnError(f"{flag} formats --argmax-output's file: give --argmax-output FILE")
+    elif os.path.exists(args.argmax_output):
         raise VisionAttnError(f"--argmax-output {args.argmax_output} exists: name a new file")
+    elif not os.path.isdir(os.path.dirname(args.argmax_output) or "."):
+        raise VisionAttnError(f"--argmax-output {args.argmax_output}: its folder does not exist")
     model, task, sentences, batches = load_subset(args)
     argmax = {} if args.argmax_output else None
     try:

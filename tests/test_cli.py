@@ -485,10 +485,15 @@ def test_mismatch_accuracy_and_argmax_output_follow_the_argmax(trained, toy_data
     generated = parse_generate_output(tmp_path / "generated.txt")["T"]
     assert parse_generate_output(tmp_path / "tf.txt")["T"] == generated and len(generated) == len(lengths)
     written = (tmp_path / "tf.txt").read_text()
-    proc = run_cli(analysis, cwd=REPO, check=False)
-    assert (
-        proc.returncode == 2 and "exists: name a new file" in proc.stderr and "Traceback" not in proc.stderr
-    )
+    without_file = analysis[: analysis.index("--argmax-output")]
+    for args, message in [
+        (analysis, "exists: name a new file"),
+        (analysis[:-1] + [str(tmp_path / "no" / "tf.txt")], "its folder does not exist"),
+        (without_file + ["--remove-bpe"], "--remove-bpe formats --argmax-output's file"),
+        (without_file + ["--tokenizer", "moses"], "--tokenizer formats --argmax-output's file"),
+    ]:
+        proc = run_cli(args, cwd=REPO, check=False)
+        assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
     assert (tmp_path / "tf.txt").read_text() == written
 
 
