@@ -14,7 +14,7 @@
 # threads, faster on an idle 2-core machine: 87 s an epoch of De-En `lstm_global` against 3-5 min
 # for each of two one-thread lanes, measured 2026-12-01), and queue.sh's own settings.
 # The default rows (after 2026-12-05): the third seeds of lstm_global and of SACT in the Bahdanau
-# order (deen_7:global_bi_s3 deen_7:sact_embed_s3, started on 2026-12-05) in lane A, MoChA's second
+# order (deen_7:global_bi_s3, run on 2026-12-05, deen_7:sact_embed_s3, started then) in lane A, MoChA's second
 # seed at noise 4 (deen_mocha:mocha_0.1_s2, two epochs in) in lane B. SACT's second seed in the
 # Bahdanau order (deen_5:sact_embed_s2) ran on 2026-12-05. MoChA at noise 16 (seeds 1-3, and
 # chunk 8 at seed 1) and hard monotonic attention with the same noise ran on 2026-12-04/05
