@@ -13,10 +13,11 @@
 # lanes side by side on one thread each; 1: every row of LANE_A then LANE_B in one lane on two
 # threads, faster on an idle 2-core machine: 87 s an epoch of De-En `lstm_global` against 3-5 min
 # for each of two one-thread lanes, measured 2026-12-01), and queue.sh's own settings.
-# The default rows (after 2026-12-05): SACT's third seed in the Bahdanau order
-# (deen_7:sact_embed_s3, started on 2026-12-05) in lane A, MoChA's second seed at noise 4
-# (deen_mocha:mocha_0.1_s2, two epochs in) in lane B. SACT's second seed (deen_5:sact_embed_s2)
-# and lstm_global's third (deen_7:global_bi_s3) ran on 2026-12-05. MoChA at noise 16 (seeds 1-3, and
+# The default rows (after 2026-12-05 afternoon): flexible attention's second and third seeds
+# (deen_5:flexible_s2, started on 2026-12-05, then deen_7:flexible_s3) in lane A, MoChA's second
+# seed at noise 4 (deen_mocha:mocha_0.1_s2, two epochs in) in lane B. SACT's second and third
+# seeds (deen_5:sact_embed_s2, deen_7:sact_embed_s3) and lstm_global's third
+# (deen_7:global_bi_s3) ran on 2026-12-05. MoChA at noise 16 (seeds 1-3, and
 # chunk 8 at seed 1) and hard monotonic attention with the same noise ran on 2026-12-04/05
 # (deen_mocha:mocha_0.1_noise16_s1.._s3, _chunk8_s1, deen_mocha:monotonic_0.1_noise16_s1;
 # docs/results.md).
@@ -28,7 +29,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
 OUT=$(arg_path "${2:-}" "$ROOT/outputs/claims/deen")
-LANE_A=${LANE_A:-"deen_7:sact_embed_s3"}
+LANE_A=${LANE_A:-"deen_5:flexible_s2 deen_7:flexible_s3"}
 LANE_B=${LANE_B:-"deen_mocha:mocha_0.1_s2"}
 LANES=${LANES:-2}
 [[ $LANES == 1 || $LANES == 2 ]] || usage_error "LANES=$LANES: valid values are 1 (one lane, two threads) \
