@@ -13,15 +13,14 @@
 # lanes side by side on one thread each; 1: every row of LANE_A then LANE_B in one lane on two
 # threads, faster on an idle 2-core machine: 87 s an epoch of De-En `lstm_global` against 3-5 min
 # for each of two one-thread lanes, measured 2026-12-01), and queue.sh's own settings.
-# Machines differ: on 2026-12-05 evening's an epoch of De-En `lstm_flexible` took 6.1 minutes on
-# two threads alone (10-24 beside the test suite), so one De-En model outlasts a 3-hour session;
-# a row resumes only where its folder survived.
+# Machines differ: on 2026-12-05 evening's machine an epoch of De-En `lstm_flexible` took 6.1-7.7
+# minutes on two threads alone (10-24 beside a fresh-clone check), so one De-En model outlasts a
+# 3-hour session; a row resumes only where its folder survived.
 # The default rows (after 2026-12-05 afternoon): flexible attention's second and third seeds
 # (deen_5:flexible_s2, started on 2026-12-05 and again from epoch 1 that evening on a fresh
 # machine, then deen_7:flexible_s3) in lane A, MoChA's second seed at noise 4
 # (deen_mocha:mocha_0.1_s2, its first two epochs lost with the earlier machine) in lane B.
-# SACT's second and third
-# seeds (deen_5:sact_embed_s2, deen_7:sact_embed_s3) and lstm_global's third
+# SACT's second and third seeds (deen_5:sact_embed_s2, deen_7:sact_embed_s3) and lstm_global's third
 # (deen_7:global_bi_s3) ran on 2026-12-05. MoChA at noise 16 (seeds 1-3, and
 # chunk 8 at seed 1) and hard monotonic attention with the same noise ran on 2026-12-04/05
 # (deen_mocha:mocha_0.1_noise16_s1.._s3, _chunk8_s1, deen_mocha:monotonic_0.1_noise16_s1;
