@@ -16,9 +16,9 @@
 # Machines differ: on 2026-12-05 evening's machine an epoch of De-En `lstm_flexible` took 6.1-7.7
 # minutes on two threads alone (10-24 beside a fresh-clone check), so one De-En model outlasts a
 # 3-hour session; a row resumes only where its folder survived.
-# The default rows (after 2026-12-05 afternoon): flexible attention's second and third seeds
-# (deen_5:flexible_s2, started on 2026-12-05 and again from epoch 1 that evening on a fresh
-# machine, then deen_7:flexible_s3) in lane A, MoChA's second seed at noise 4
+# The default rows (after 2026-12-05 night): flexible attention's third seed (deen_7:flexible_s3;
+# its second, deen_5:flexible_s2, reached the rule's end on 2026-12-05 night) in lane A, MoChA's
+# second seed at noise 4
 # (deen_mocha:mocha_0.1_s2, its first two epochs lost with the earlier machine) in lane B.
 # SACT's second and third seeds (deen_5:sact_embed_s2, deen_7:sact_embed_s3) and lstm_global's third
 # (deen_7:global_bi_s3) ran on 2026-12-05. MoChA at noise 16 (seeds 1-3, and
@@ -33,7 +33,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
 OUT=$(arg_path "${2:-}" "$ROOT/outputs/claims/deen")
-LANE_A=${LANE_A:-"deen_5:flexible_s2 deen_7:flexible_s3"}
+LANE_A=${LANE_A:-"deen_7:flexible_s3"}
 LANE_B=${LANE_B:-"deen_mocha:mocha_0.1_s2"}
 LANES=${LANES:-2}
 [[ $LANES == 1 || $LANES == 2 ]] || usage_error "LANES=$LANES: valid values are 1 (one lane, two threads) \
