@@ -14,7 +14,7 @@
 # threads, faster on an idle 2-core machine: 87 s an epoch of De-En `lstm_global` against 3-5 min
 # for each of two one-thread lanes, measured 2026-12-01), and queue.sh's own settings.
 # Machines differ: on 2026-12-05 evening's machine an epoch of De-En `lstm_flexible` took 6.1-7.7
-# minutes on two threads alone (10-24 beside a fresh-clone check; 8-10 alone on 2026-12-06), so
+# minutes on two threads alone (10-24 beside a fresh-clone check; 9.6 alone on 2026-12-06), so
 # one De-En model outlasts a 3-hour session; a row resumes only where its folder survived.
 # The default rows (after 2026-12-06): MoChA's second seed at noise 4 (deen_mocha:mocha_0.1_s2,
 # its first two epochs lost with an earlier machine) in lane A, MILk lambda 0.1 held in the
