@@ -1,7 +1,7 @@
 """Mean and standard deviation over seeds of the rows of report tables.
 
     python -m fairseq_vision_attn.seeds TABLE.tsv [TABLE.tsv ...] [--columns BLEU RIBES]
-        [--curve BASE,BASE,... [--curve-latency DAL ...]] [--per-seed]
+        [--curve BASE,BASE,... [--curve-latency DAL ...]] [--per-seed] [--against BASE]
 
 Each TABLE is ``fairseq_vision_attn.report``'s output (a queue's ``table.{valid,test}.tsv``).
 A row named ``BASE_sN`` is seed N of system BASE (``BASE_sN@RULE``, a queue's decoding with
@@ -18,9 +18,16 @@ BLEU minus the piecewise-linear curve through those points at the run's own late
 ``--curve-latency`` metric (default DAL; the tables need that column, i.e. the report was given
 each system's STATS_JSONL), averaged over seeds like the others. ``--per-seed`` prints one row
 per run instead of the groups' means (the distance of each seed).
+
+``--against global`` adds, after each column's mean and sd, the group's mean minus the mean of the
+group ``global`` (``COLUMN_diff``) and the two-sided p-value of Welch's t-test between the two
+groups' seeds (``COLUMN_p``: unequal variances, Welch-Satterthwaite degrees of freedom; ``-``
+where either group has fewer than two seeds or both have no spread). Seeds are not paired: seed 2
+of one system shares nothing with seed 2 of another.
 """
 
 import argparse
+import math
 import re
 import statistics
 import sys
@@ -106,6 +113,59 @@ def add_curve_distances(groups, baselines, metrics):
     return columns
 
 
+def _beta_fraction(a, b, x):
+    """The continued fraction of the regularized incomplete beta function I_x(a, b), by the
+    modified Lentz method; converges fast for x < (a + 1) / (a + b + 2)."""
+    tiny = 1e-300
+
+    def floor(value):
+        return value if abs(value) > tiny else tiny
+
+    c, d = 1.0, 1.0 / floor(1.0 - (a + b) * x / (a + 1.0))
+    result = d
+    for m in range(1, 1000):
+        even = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        odd = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        for term in (even, odd):
+            d = 1.0 / floor(1.0 + term * d)
+            c = floor(1.0 + term / c)
+            result *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return result
+
+
+def incomplete_beta(a, b, x):
+    """The regularized incomplete beta function I_x(a, b), for a, b > 0 and 0 <= x <= 1."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _beta_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def student_t_two_sided(t, df):
+    """P(|T| >= |t|) for Student's t with ``df`` (real, > 0) degrees of freedom:
+    I_{df / (df + t^2)}(df / 2, 1 / 2)."""
+    return incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+
+
+def welch(first, second):
+    """Welch's t-test of two samples: (t, degrees of freedom, two-sided p), or None where either
+    sample has fewer than two values or neither has any spread."""
+    if len(first) < 2 or len(second) < 2:
+        return None
+    first_se, second_se = (statistics.variance(v) / len(v) for v in (first, second))
+    if first_se + second_se == 0.0:
+        return None
+    t = (statistics.fmean(first) - statistics.fmean(second)) / math.sqrt(first_se + second_se)
+    df = (first_se + second_se) ** 2 / (first_se**2 / (len(first) - 1) + second_se**2 / (len(second) - 1))
+    return t, df, student_t_two_sided(t, df)
+
+
 def per_seed(tables, columns):
     """One row per run, as the tables name and order them: (name, [value or None per column]);
     the values are the ones grouped (``add_curve_distances`` adds to them in place)."""
@@ -119,34 +179,59 @@ def format_per_seed(rows, columns):
     return "\n".join(lines)
 
 
-def summarize(groups, columns):
-    """One row per group: (base, seeds, [(mean, sd or None) or None per column])."""
+def column_values(runs, column):
+    """The column's value at every seed of a group, or None where some seed lacks it."""
+    values = [runs[seed][column] for seed in sorted(runs, key=str) if column in runs[seed]]
+    return values if len(values) == len(runs) else None  # a column some seed lacks is not averaged
+
+
+def summarize(groups, columns, against=None):
+    """One row per group: (base, seeds, [cell or None per column]); a cell is (mean, sd or None),
+    and with ``against`` (a group's name) (mean, sd, mean - against's mean, Welch p), the last
+    two None for ``against`` itself and where they cannot be computed."""
+    if against is not None and against not in groups:
+        raise VisionAttnError(f"--against: no system named {against}; systems: {', '.join(groups)}")
     summary = []
     for base, runs in groups.items():
         cells = []
         for column in columns:
-            values = [runs[seed][column] for seed in sorted(runs, key=str) if column in runs[seed]]
-            if len(values) < len(runs):
-                cells.append(None)  # a column some seed lacks is not averaged
-            else:
-                sd = statistics.stdev(values) if len(values) > 1 else None
-                cells.append((statistics.fmean(values), sd))
+            values = column_values(runs, column)
+            if values is None:
+                cells.append(None)
+                continue
+            cell = (statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None)
+            if against is not None:
+                baseline = column_values(groups[against], column)
+                diff = test = None
+                if base != against and baseline is not None:
+                    diff = cell[0] - statistics.fmean(baseline)
+                    test = welch(values, baseline)
+                cell += (diff, None if test is None else test[2])
+            cells.append(cell)
         seeds = [seed for seed in runs if seed is not None]
         summary.append((base, sorted(seeds), cells))
     return summary
 
 
-def format_summary(summary, columns):
-    header = ["system", "seeds"] + [f"{c}{suffix}" for c in columns for suffix in ("", "_sd")]
+def _format_cell(position, value):
+    """A summary cell: mean and sd to two decimals, a difference signed, a p under 0.01 as 4.3e-03."""
+    if value is None:
+        return "-"
+    if position == 2:
+        return f"{value:+.2f}"
+    if position == 3 and value < 0.01:
+        return f"{value:.1e}"
+    return f"{value:.2f}"
+
+
+def format_summary(summary, columns, against=None):
+    suffixes = ("", "_sd") + (("_diff", "_p") if against is not None else ())
+    header = ["system", "seeds"] + [f"{c}{suffix}" for c in columns for suffix in suffixes]
     lines = ["\t".join(header)]
     for base, seeds, cells in summary:
         row = [base, ",".join(map(str, seeds)) or "-"]
         for cell in cells:
-            if cell is None:
-                row += ["-", "-"]
-            else:
-                mean, sd = cell
-                row += [f"{mean:.2f}", "-" if sd is None else f"{sd:.2f}"]
+            row += [_format_cell(i, value) for i, value in enumerate(cell or (None,) * len(suffixes))]
         lines.append("\t".join(row))
     return "\n".join(lines)
 
@@ -178,6 +263,12 @@ def get_parser():
         action="store_true",
         help="print one row per run (each seed's values) instead of each system's mean and sd",
     )
+    parser.add_argument(
+        "--against",
+        metavar="BASE",
+        help="a system (name without _sN) to compare every other one with: add each column's "
+        "difference of seed means (COLUMN_diff) and the two-sided p of Welch's t-test (COLUMN_p)",
+    )
     return parser
 
 
@@ -193,12 +284,14 @@ def main(argv=None):
             f"{' '.join(sorted(present))}"
         )
     groups = group_by_seed(tables)
+    if args.against and args.per_seed:
+        raise VisionAttnError("--against compares the seed means of systems: it does not go with --per-seed")
     if args.curve:
         columns += add_curve_distances(groups, args.curve.split(","), args.curve_latency)
     if args.per_seed:
         print(format_per_seed(per_seed(tables, columns), columns))
     else:
-        print(format_summary(summarize(groups, columns), columns))
+        print(format_summary(summarize(groups, columns, args.against), columns, args.against))
     return 0
 
 

@@ -132,3 +132,37 @@ def test_milk_distances_to_the_wait_k_line_are_recomputed_from_the_committed_poi
         for subset, cell in zip(("valid", "test", "test1"), published[row]):
             expected = [f"{float(computed[run, subset]):+.2f}" for run in runs]
             assert cell.split(" / ") == expected, (row, subset)
+
+
+SEED_TABLES = {
+    "De-En": ("deen_seeds", ("valid", "test", "test1")),
+    "En-Ja": ("enja_seeds", ("test",)),
+}
+
+
+def test_welch_cells_are_recomputed_from_the_committed_seed_tables(capsys):
+    """Every cell of docs/results.md's "Three seeds each" tables (a difference of seed means and its
+    Welch p) is what `seeds --against BASE` prints on docs/results/{deen,enja}_seeds.*.tsv."""
+    from fairseq_vision_attn import seeds
+
+    text = open(os.path.join(REPO, "docs", "results.md"), encoding="utf-8").read()
+    start = text.index("## Three seeds each: differences of means and Welch's t")
+    section = text[start : text.index("\n## ", start + 1)]
+    checked = 0
+    for pair, (stem, subsets) in SEED_TABLES.items():
+        block = section[section.index(f"\n{pair} (") :]
+        block = block[block.index("\n|") : block.index("\n\n", block.index("\n|"))]
+        rows = [line.strip().strip("|").split(" | ") for line in block.strip().splitlines()[2:]]
+        assert rows, pair
+        for cells in rows:
+            system, baseline = re.fullmatch(r"`([^`]+)` - `([^`]+)`", cells[0].strip()).groups()
+            for subset, cell in zip(subsets, cells[2:], strict=True):
+                table = os.path.join(REPO, "docs", "results", f"{stem}.{subset}.tsv")
+                seeds.main([table, "--columns", "BLEU", "--against", baseline])
+                printed = {
+                    r[0]: r for r in (line.split("\t") for line in capsys.readouterr().out.splitlines())
+                }
+                diff, p = printed[system][4:6]
+                assert cell.replace("**", "").strip() == f"{diff} ({p})", (pair, cells[0], subset)
+                checked += 1
+    assert checked == 5 * 3 + 9

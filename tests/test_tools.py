@@ -1,6 +1,8 @@
 """Toy data generator, statistics and the report table."""
 
 import json
+import math
+import random
 import sys
 
 import pytest
@@ -512,6 +514,73 @@ def test_seeds_mean_and_sample_sd_by_hand(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         seeds.main([str(first), "--columns", "DAL"])
     assert exit_.value.code == 2 and "none of the columns DAL" in capsys.readouterr().err
+
+
+def test_student_t_p_against_printed_tables_and_closed_forms():
+    """Two-sided p of Student's t against Fisher and Yates' printed critical values (p = 0.05 at
+    t = 12.706 / 4.303 / 2.571 / 2.228 / 2.042 for 1 / 2 / 5 / 10 / 30 degrees of freedom, p = 0.01
+    at 63.657 / 9.925 / 4.032 / 3.169 for 1 / 2 / 5 / 10), and against the closed forms of one
+    degree of freedom (Cauchy: 1 - 2 atan|t| / pi) and two (1 - |t| / sqrt(2 + t^2))."""
+    from fairseq_vision_attn.seeds import student_t_two_sided
+
+    printed = [(12.706, 1, 0.05), (4.303, 2, 0.05), (2.571, 5, 0.05), (2.228, 10, 0.05), (2.042, 30, 0.05)]
+    printed += [(63.657, 1, 0.01), (9.925, 2, 0.01), (4.032, 5, 0.01), (3.169, 10, 0.01)]
+    for t, df, p in printed:
+        assert student_t_two_sided(t, df) == pytest.approx(p, abs=5e-5)  # t printed to 3 decimals
+        assert student_t_two_sided(-t, df) == student_t_two_sided(t, df)
+    for t in (0.0, 0.1, 0.7, 1.0, 3.3, 25.0):
+        assert student_t_two_sided(t, 1) == pytest.approx(1 - 2 * math.atan(t) / math.pi, abs=1e-12)
+        assert student_t_two_sided(t, 2) == pytest.approx(1 - t / math.sqrt(2 + t * t), abs=1e-12)
+
+
+def test_welch_matches_scipy_on_unequal_sizes_and_spreads():
+    """Welch's t, its Welch-Satterthwaite degrees of freedom (real, not whole) and p, against
+    scipy.stats.ttest_ind(equal_var=False) on random samples of 2-8 values."""
+    stats = pytest.importorskip("scipy.stats")
+    from fairseq_vision_attn.seeds import welch
+
+    rng = random.Random(0)
+    for _ in range(300):
+        first = [rng.gauss(0, rng.uniform(0.1, 3)) for _ in range(rng.randint(2, 8))]
+        second = [rng.gauss(rng.uniform(-3, 3), rng.uniform(0.1, 3)) for _ in range(rng.randint(2, 8))]
+        expected = stats.ttest_ind(first, second, equal_var=False)
+        t, df, p = welch(first, second)
+        assert (t, p) == pytest.approx((expected.statistic, expected.pvalue), abs=1e-10)
+        if hasattr(expected, "df"):
+            assert df == pytest.approx(expected.df, rel=1e-10)
+
+
+def test_seeds_against_a_baseline_by_hand(tmp_path, capsys):
+    """--against g: g's seeds 30, 32 and f's 32, 34 both have variance 2, so Welch's standard
+    error is sqrt(2 / 2 + 2 / 2) = sqrt(2), t = 2 / sqrt(2) = sqrt(2) and the degrees of freedom
+    (1 + 1)^2 / (1^2 / 1 + 1^2 / 1) = 2, where p = 1 - |t| / sqrt(2 + t^2) = 1 - sqrt(2) / 2 =
+    0.29; k's 50, 52 are 20 above, t = 20 / sqrt(2), p = 1 - t / sqrt(2 + t^2) = 0.0050 (printed
+    5.0e-03); h's one seed has a difference but no test; identical seeds (no spread on either side)
+    have no test either."""
+    from fairseq_vision_attn import seeds
+
+    table = tmp_path / "t.tsv"
+    table.write_text(
+        "system\tBLEU\tRIBES\ng_s1\t30.00\t70\ng_s2\t32.00\t70\nf_s1\t32.00\t70\nf_s2\t34.00\t70\n"
+        "h_s1\t29.50\t71\nk_s1\t50.00\t70\nk_s2\t52.00\t70\n"
+    )
+    seeds.main([str(table), "--against", "g"])
+    rows = {r[0]: r for r in (line.split("\t") for line in capsys.readouterr().out.splitlines())}
+    assert rows["system"][2:] == ["BLEU", "BLEU_sd", "BLEU_diff", "BLEU_p"] + ["RIBES", "RIBES_sd"] + [
+        "RIBES_diff",
+        "RIBES_p",
+    ]
+    assert rows["g"][2:6] == ["31.00", "1.41", "-", "-"]
+    assert rows["f"][2:] == ["33.00", "1.41", "+2.00", "0.29", "70.00", "0.00", "+0.00", "-"]
+    assert rows["h"][2:6] == ["29.50", "-", "-1.50", "-"] and rows["h"][8] == "+1.00"
+    assert rows["k"][2:6] == ["51.00", "1.41", "+20.00", "5.0e-03"]
+    for argv, message in [
+        (["--against", "x"], "--against: no system named x; systems: g, f, h, k"),
+        (["--against", "g", "--per-seed"], "--against compares the seed means of systems"),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            seeds.main([str(table), *argv])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_seeds_distance_to_a_curve_through_seed_means(tmp_path, capsys):
