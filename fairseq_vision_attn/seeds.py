@@ -20,10 +20,13 @@ each system's STATS_JSONL), averaged over seeds like the others. ``--per-seed`` 
 per run instead of the groups' means (the distance of each seed).
 
 ``--against global`` adds, after each column's mean and sd, the group's mean minus the mean of the
-group ``global`` (``COLUMN_diff``) and the two-sided p-value of Welch's t-test between the two
-groups' seeds (``COLUMN_p``: unequal variances, Welch-Satterthwaite degrees of freedom; ``-``
-where either group has fewer than two seeds or both have no spread). Seeds are not paired: seed 2
-of one system shares nothing with seed 2 of another.
+group ``global`` (``COLUMN_diff``), the two-sided p-value of Welch's t-test between the two
+groups' seeds (``COLUMN_p``: unequal variances, Welch-Satterthwaite degrees of freedom) and the
+95% confidence interval of the difference (``COLUMN_ci95_low``, ``COLUMN_ci95_high``); a goal such
+as "at least global - 0.3" is shown met when the interval lies above -0.3, missed when it lies
+below, and undecided by these seeds when it holds -0.3. ``-`` where either group has fewer than
+two seeds or both have no spread. Seeds are not paired: seed 2 of one system shares nothing with
+seed 2 of another.
 """
 
 import argparse
@@ -153,17 +156,31 @@ def student_t_two_sided(t, df):
     return incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
 
 
-def welch(first, second):
-    """Welch's t-test of two samples: (t, degrees of freedom, two-sided p), or None where either
-    sample has fewer than two values or neither has any spread."""
+def student_t_quantile(p, df):
+    """The t > 0 with P(|T| >= t) = p (0 < p < 1): the half-width, in standard errors, of a
+    two-sided 1 - p confidence interval. By bisection on ``student_t_two_sided``."""
+    low, high = 0.0, 1.0
+    while student_t_two_sided(high, df) > p:
+        low, high = high, 2.0 * high
+    for _ in range(200):
+        middle = (low + high) / 2.0
+        low, high = (middle, high) if student_t_two_sided(middle, df) > p else (low, middle)
+    return (low + high) / 2.0
+
+
+def welch(first, second, level=0.95):
+    """Welch's t-test of two samples: (t, degrees of freedom, two-sided p, (low, high)), the last
+    the ``level`` confidence interval of mean(first) - mean(second); None where either sample has
+    fewer than two values or neither has any spread."""
     if len(first) < 2 or len(second) < 2:
         return None
     first_se, second_se = (statistics.variance(v) / len(v) for v in (first, second))
     if first_se + second_se == 0.0:
         return None
-    t = (statistics.fmean(first) - statistics.fmean(second)) / math.sqrt(first_se + second_se)
+    diff, se = statistics.fmean(first) - statistics.fmean(second), math.sqrt(first_se + second_se)
     df = (first_se + second_se) ** 2 / (first_se**2 / (len(first) - 1) + second_se**2 / (len(second) - 1))
-    return t, df, student_t_two_sided(t, df)
+    half = student_t_quantile(1.0 - level, df) * se
+    return diff / se, df, student_t_two_sided(diff / se, df), (diff - half, diff + half)
 
 
 def per_seed(tables, columns):
@@ -187,8 +204,9 @@ def column_values(runs, column):
 
 def summarize(groups, columns, against=None):
     """One row per group: (base, seeds, [cell or None per column]); a cell is (mean, sd or None),
-    and with ``against`` (a group's name) (mean, sd, mean - against's mean, Welch p), the last
-    two None for ``against`` itself and where they cannot be computed."""
+    and with ``against`` (a group's name) (mean, sd, mean - against's mean, Welch p, the 95%
+    interval's low and high ends), all but the first two None for ``against`` itself and the
+    last three where they cannot be computed."""
     if against is not None and against not in groups:
         raise VisionAttnError(f"--against: no system named {against}; systems: {', '.join(groups)}")
     summary = []
@@ -206,7 +224,7 @@ def summarize(groups, columns, against=None):
                 if base != against and baseline is not None:
                     diff = cell[0] - statistics.fmean(baseline)
                     test = welch(values, baseline)
-                cell += (diff, None if test is None else test[2])
+                cell += (diff,) + ((None,) * 3 if test is None else (test[2],) + test[3])
             cells.append(cell)
         seeds = [seed for seed in runs if seed is not None]
         summary.append((base, sorted(seeds), cells))
@@ -214,10 +232,11 @@ def summarize(groups, columns, against=None):
 
 
 def _format_cell(position, value):
-    """A summary cell: mean and sd to two decimals, a difference signed, a p under 0.01 as 4.3e-03."""
+    """A summary cell: mean and sd to two decimals, a difference and its interval signed, a p under
+    0.01 as 4.3e-03."""
     if value is None:
         return "-"
-    if position == 2:
+    if position in (2, 4, 5):
         return f"{value:+.2f}"
     if position == 3 and value < 0.01:
         return f"{value:.1e}"
@@ -225,7 +244,7 @@ def _format_cell(position, value):
 
 
 def format_summary(summary, columns, against=None):
-    suffixes = ("", "_sd") + (("_diff", "_p") if against is not None else ())
+    suffixes = ("", "_sd") + (("_diff", "_p", "_ci95_low", "_ci95_high") if against is not None else ())
     header = ["system", "seeds"] + [f"{c}{suffix}" for c in columns for suffix in suffixes]
     lines = ["\t".join(header)]
     for base, seeds, cells in summary:
@@ -267,7 +286,8 @@ def get_parser():
         "--against",
         metavar="BASE",
         help="a system (name without _sN) to compare every other one with: add each column's "
-        "difference of seed means (COLUMN_diff) and the two-sided p of Welch's t-test (COLUMN_p)",
+        "difference of seed means (COLUMN_diff), the two-sided p of Welch's t-test (COLUMN_p) and "
+        "the difference's 95%% confidence interval (COLUMN_ci95_low, COLUMN_ci95_high)",
     )
     return parser
 

@@ -141,8 +141,9 @@ SEED_TABLES = {
 
 
 def test_welch_cells_are_recomputed_from_the_committed_seed_tables(capsys):
-    """Every cell of docs/results.md's "Three seeds each" tables (a difference of seed means and its
-    Welch p) is what `seeds --against BASE` prints on docs/results/{deen,enja}_seeds.*.tsv."""
+    """Every cell of docs/results.md's "Three seeds each" tables (a difference of seed means, its
+    Welch p and 95% interval) is what `seeds --against BASE` prints on
+    docs/results/{deen,enja}_seeds.*.tsv."""
     from fairseq_vision_attn import seeds
 
     text = open(os.path.join(REPO, "docs", "results.md"), encoding="utf-8").read()
@@ -162,7 +163,11 @@ def test_welch_cells_are_recomputed_from_the_committed_seed_tables(capsys):
                 printed = {
                     r[0]: r for r in (line.split("\t") for line in capsys.readouterr().out.splitlines())
                 }
-                diff, p = printed[system][4:6]
-                assert cell.replace("**", "").strip() == f"{diff} ({p})", (pair, cells[0], subset)
+                diff, p, low, high = printed[system][4:8]
+                assert cell.replace("**", "").strip() == f"{diff} (p {p}; {low} to {high})", (
+                    pair,
+                    cells[0],
+                    subset,
+                )
                 checked += 1
     assert checked == 5 * 3 + 9

@@ -520,8 +520,9 @@ def test_student_t_p_against_printed_tables_and_closed_forms():
     """Two-sided p of Student's t against Fisher and Yates' printed critical values (p = 0.05 at
     t = 12.706 / 4.303 / 2.571 / 2.228 / 2.042 for 1 / 2 / 5 / 10 / 30 degrees of freedom, p = 0.01
     at 63.657 / 9.925 / 4.032 / 3.169 for 1 / 2 / 5 / 10), and against the closed forms of one
-    degree of freedom (Cauchy: 1 - 2 atan|t| / pi) and two (1 - |t| / sqrt(2 + t^2))."""
-    from fairseq_vision_attn.seeds import student_t_two_sided
+    degree of freedom (Cauchy: 1 - 2 atan|t| / pi) and two (1 - |t| / sqrt(2 + t^2)), whose
+    inverses are the quantiles (tan(pi (1 - p) / 2); sqrt(2 q^2 / (1 - q^2)) with q = 1 - p)."""
+    from fairseq_vision_attn.seeds import student_t_quantile, student_t_two_sided
 
     printed = [(12.706, 1, 0.05), (4.303, 2, 0.05), (2.571, 5, 0.05), (2.228, 10, 0.05), (2.042, 30, 0.05)]
     printed += [(63.657, 1, 0.01), (9.925, 2, 0.01), (4.032, 5, 0.01), (3.169, 10, 0.01)]
@@ -531,11 +532,17 @@ def test_student_t_p_against_printed_tables_and_closed_forms():
     for t in (0.0, 0.1, 0.7, 1.0, 3.3, 25.0):
         assert student_t_two_sided(t, 1) == pytest.approx(1 - 2 * math.atan(t) / math.pi, abs=1e-12)
         assert student_t_two_sided(t, 2) == pytest.approx(1 - t / math.sqrt(2 + t * t), abs=1e-12)
+    for p in (0.5, 0.05, 0.01):  # the quantiles invert the closed forms
+        assert student_t_quantile(p, 1) == pytest.approx(math.tan(math.pi * (1 - p) / 2), rel=1e-9)
+        assert student_t_quantile(p, 2) == pytest.approx(
+            math.sqrt(2 * (1 - p) ** 2 / (1 - (1 - p) ** 2)), rel=1e-9
+        )
 
 
 def test_welch_matches_scipy_on_unequal_sizes_and_spreads():
-    """Welch's t, its Welch-Satterthwaite degrees of freedom (real, not whole) and p, against
-    scipy.stats.ttest_ind(equal_var=False) on random samples of 2-8 values."""
+    """Welch's t, its Welch-Satterthwaite degrees of freedom (real, not whole), p and the 95%
+    interval of the difference, against scipy.stats.ttest_ind(equal_var=False) on random samples
+    of 2-8 values."""
     stats = pytest.importorskip("scipy.stats")
     from fairseq_vision_attn.seeds import welch
 
@@ -544,19 +551,23 @@ def test_welch_matches_scipy_on_unequal_sizes_and_spreads():
         first = [rng.gauss(0, rng.uniform(0.1, 3)) for _ in range(rng.randint(2, 8))]
         second = [rng.gauss(rng.uniform(-3, 3), rng.uniform(0.1, 3)) for _ in range(rng.randint(2, 8))]
         expected = stats.ttest_ind(first, second, equal_var=False)
-        t, df, p = welch(first, second)
+        t, df, p, (low, high) = welch(first, second)
         assert (t, p) == pytest.approx((expected.statistic, expected.pvalue), abs=1e-10)
         if hasattr(expected, "df"):
             assert df == pytest.approx(expected.df, rel=1e-10)
+        if hasattr(expected, "confidence_interval"):
+            interval = expected.confidence_interval(0.95)
+            assert (low, high) == pytest.approx((interval.low, interval.high), abs=1e-8)
 
 
 def test_seeds_against_a_baseline_by_hand(tmp_path, capsys):
     """--against g: g's seeds 30, 32 and f's 32, 34 both have variance 2, so Welch's standard
     error is sqrt(2 / 2 + 2 / 2) = sqrt(2), t = 2 / sqrt(2) = sqrt(2) and the degrees of freedom
     (1 + 1)^2 / (1^2 / 1 + 1^2 / 1) = 2, where p = 1 - |t| / sqrt(2 + t^2) = 1 - sqrt(2) / 2 =
-    0.29; k's 50, 52 are 20 above, t = 20 / sqrt(2), p = 1 - t / sqrt(2 + t^2) = 0.0050 (printed
-    5.0e-03); h's one seed has a difference but no test; identical seeds (no spread on either side)
-    have no test either."""
+    0.29; the 95% interval is 2 +- q sqrt(2), where q solves 1 - q / sqrt(2 + q^2) = 0.05:
+    q^2 = 2 x 0.95^2 / (1 - 0.95^2), q = 4.3027, so -4.08 to +8.08; k's 50, 52 are 20 above,
+    t = 20 / sqrt(2), p = 1 - t / sqrt(2 + t^2) = 0.0050 (printed 5.0e-03); h's one seed has a
+    difference but no test; identical seeds (no spread on either side) have no test either."""
     from fairseq_vision_attn import seeds
 
     table = tmp_path / "t.tsv"
@@ -566,13 +577,14 @@ def test_seeds_against_a_baseline_by_hand(tmp_path, capsys):
     )
     seeds.main([str(table), "--against", "g"])
     rows = {r[0]: r for r in (line.split("\t") for line in capsys.readouterr().out.splitlines())}
-    assert rows["system"][2:] == ["BLEU", "BLEU_sd", "BLEU_diff", "BLEU_p"] + ["RIBES", "RIBES_sd"] + [
-        "RIBES_diff",
-        "RIBES_p",
+    added = ["diff", "p", "ci95_low", "ci95_high"]
+    assert rows["system"][2:] == [
+        f"{c}{s}" for c in ("BLEU", "RIBES") for s in ["", "_sd"] + [f"_{a}" for a in added]
     ]
-    assert rows["g"][2:6] == ["31.00", "1.41", "-", "-"]
-    assert rows["f"][2:] == ["33.00", "1.41", "+2.00", "0.29", "70.00", "0.00", "+0.00", "-"]
-    assert rows["h"][2:6] == ["29.50", "-", "-1.50", "-"] and rows["h"][8] == "+1.00"
+    assert rows["g"][2:8] == ["31.00", "1.41", "-", "-", "-", "-"]
+    assert rows["f"][2:8] == ["33.00", "1.41", "+2.00", "0.29", "-4.08", "+8.08"]
+    assert rows["f"][8:] == ["70.00", "0.00", "+0.00", "-", "-", "-"]
+    assert rows["h"][2:8] == ["29.50", "-", "-1.50", "-", "-", "-"] and rows["h"][10] == "+1.00"
     assert rows["k"][2:6] == ["51.00", "1.41", "+20.00", "5.0e-03"]
     for argv, message in [
         (["--against", "x"], "--against: no system named x; systems: g, f, h, k"),
