@@ -134,23 +134,30 @@ def test_milk_distances_to_the_wait_k_line_are_recomputed_from_the_committed_poi
             assert cell.split(" / ") == expected, (row, subset)
 
 
-SEED_TABLES = {
-    "De-En": ("deen_seeds", ("valid", "test", "test1")),
-    "En-Ja": ("enja_seeds", ("test",)),
+SEED_TABLES = {  # the block's opening words -> (table stem, subsets, the column compared, extra flags)
+    "De-En": ("deen_seeds", ("valid", "test", "test1"), "BLEU", []),
+    "En-Ja": ("enja_seeds", ("test",), "BLEU", []),
+    "Simultaneous De-En": (
+        "deen_line",
+        ("valid", "test", "test1"),
+        "to_curve_DAL",
+        ["--curve", "waitk1,waitk3,waitk5,waitk7"],
+    ),
 }
 
 
 def test_welch_cells_are_recomputed_from_the_committed_seed_tables(capsys):
     """Every cell of docs/results.md's "Three seeds each" tables (a difference of seed means, its
-    Welch p and 95% interval) is what `seeds --against BASE` prints on
-    docs/results/{deen,enja}_seeds.*.tsv."""
+    Welch p and 95% interval) is what `seeds --against BASE` prints on the committed
+    docs/results/{deen_seeds,enja_seeds,deen_line}.*.tsv (for the simultaneous block, of each
+    run's BLEU distance to the wait-k line at its DAL)."""
     from fairseq_vision_attn import seeds
 
     text = open(os.path.join(REPO, "docs", "results.md"), encoding="utf-8").read()
     start = text.index("## Three seeds each: differences of means and Welch's t")
     section = text[start : text.index("\n## ", start + 1)]
     checked = 0
-    for pair, (stem, subsets) in SEED_TABLES.items():
+    for pair, (stem, subsets, column, flags) in SEED_TABLES.items():
         block = section[section.index(f"\n{pair} (") :]
         block = block[block.index("\n|") : block.index("\n\n", block.index("\n|"))]
         rows = [line.strip().strip("|").split(" | ") for line in block.strip().splitlines()[2:]]
@@ -159,15 +166,14 @@ def test_welch_cells_are_recomputed_from_the_committed_seed_tables(capsys):
             system, baseline = re.fullmatch(r"`([^`]+)` - `([^`]+)`", cells[0].strip()).groups()
             for subset, cell in zip(subsets, cells[2:], strict=True):
                 table = os.path.join(REPO, "docs", "results", f"{stem}.{subset}.tsv")
-                seeds.main([table, "--columns", "BLEU", "--against", baseline])
-                printed = {
-                    r[0]: r for r in (line.split("\t") for line in capsys.readouterr().out.splitlines())
-                }
-                diff, p, low, high = printed[system][4:8]
+                seeds.main([table, "--columns", "BLEU", *flags, "--against", baseline])
+                lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+                at = lines[0].index(f"{column}_diff")
+                diff, p, low, high = {r[0]: r for r in lines[1:]}[system][at : at + 4]
                 assert cell.replace("**", "").strip() == f"{diff} (p {p}; {low} to {high})", (
                     pair,
                     cells[0],
                     subset,
                 )
                 checked += 1
-    assert checked == 5 * 3 + 9
+    assert checked == 5 * 3 + 9 + 1 * 3
