@@ -1,7 +1,7 @@
 """Mean and standard deviation over seeds of the rows of report tables.
 
     python -m fairseq_vision_attn.seeds TABLE.tsv [TABLE.tsv ...] [--columns BLEU RIBES]
-        [--curve BASE,BASE,... [--curve-latency DAL ...]] [--per-seed] [--against BASE]
+        [--curve BASE,BASE,... [--curve-latency DAL ...]] [--per-seed] [--against BASE] [--interval]
 
 Each TABLE is ``fairseq_vision_attn.report``'s output (a queue's ``table.{valid,test}.tsv``).
 A row named ``BASE_sN`` is seed N of system BASE (``BASE_sN@RULE``, a queue's decoding with
@@ -22,11 +22,14 @@ per run instead of the groups' means (the distance of each seed).
 ``--against global`` adds, after each column's mean and sd, the group's mean minus the mean of the
 group ``global`` (``COLUMN_diff``), the two-sided p-value of Welch's t-test between the two
 groups' seeds (``COLUMN_p``: unequal variances, Welch-Satterthwaite degrees of freedom) and the
-95% confidence interval of the difference (``COLUMN_ci95_low``, ``COLUMN_ci95_high``); a goal such
-as "at least global - 0.3" is shown met when the interval lies above -0.3, missed when it lies
-below, and undecided by these seeds when it holds -0.3. ``-`` where either group has fewer than
-two seeds or both have no spread. Seeds are not paired: seed 2 of one system shares nothing with
-seed 2 of another.
+95% confidence interval of the difference (``COLUMN_diff_ci95_low``, ``COLUMN_diff_ci95_high``); a
+goal such as "at least global - 0.3" is shown met when the interval lies above -0.3, missed when
+it lies below, and undecided by these seeds when it holds -0.3. ``-`` where either group has fewer
+than two seeds or both have no spread. Seeds are not paired: seed 2 of one system shares nothing
+with seed 2 of another. ``--interval`` adds the 95% confidence interval of each group's mean
+(``COLUMN_ci95_low``, ``COLUMN_ci95_high``; Student's t with n - 1 degrees of freedom), to read a
+mean against a fixed goal ("38.5 BLEU"); for a ``to_curve`` column it treats the curve as exact,
+which it is not (its points are seed means too), so it understates the uncertainty there.
 """
 
 import argparse
@@ -202,11 +205,32 @@ def column_values(runs, column):
     return values if len(values) == len(runs) else None  # a column some seed lacks is not averaged
 
 
-def summarize(groups, columns, against=None):
-    """One row per group: (base, seeds, [cell or None per column]); a cell is (mean, sd or None),
-    and with ``against`` (a group's name) (mean, sd, mean - against's mean, Welch p, the 95%
-    interval's low and high ends), all but the first two None for ``against`` itself and the
-    last three where they cannot be computed."""
+def mean_interval(values, level=0.95):
+    """The ``level`` confidence interval of the mean of ``values`` (Student's t with n - 1 degrees
+    of freedom), or None for fewer than two values."""
+    if len(values) < 2:
+        return None
+    mean, se = statistics.fmean(values), statistics.stdev(values) / math.sqrt(len(values))
+    half = student_t_quantile(1.0 - level, len(values) - 1) * se if se else 0.0
+    return mean - half, mean + half
+
+
+MEAN_SUFFIXES = ("", "_sd")
+INTERVAL_SUFFIXES = ("_ci95_low", "_ci95_high")
+AGAINST_SUFFIXES = ("_diff", "_p", "_diff_ci95_low", "_diff_ci95_high")
+
+
+def suffixes(interval=False, against=None):
+    """The columns printed per averaged column, in order."""
+    return MEAN_SUFFIXES + (INTERVAL_SUFFIXES if interval else ()) + (AGAINST_SUFFIXES if against else ())
+
+
+def summarize(groups, columns, against=None, interval=False):
+    """One row per group: (base, seeds, [cell or None per column]); a cell maps each of
+    ``suffixes(interval, against)`` to its value or None: the mean and sd over the seeds, with
+    ``interval`` the mean's 95% interval, with ``against`` (a group's name) the difference of means
+    from that group's, Welch's p and the difference's 95% interval (None for ``against`` itself
+    and where they cannot be computed)."""
     if against is not None and against not in groups:
         raise VisionAttnError(f"--against: no system named {against}; systems: {', '.join(groups)}")
     summary = []
@@ -217,40 +241,43 @@ def summarize(groups, columns, against=None):
             if values is None:
                 cells.append(None)
                 continue
-            cell = (statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None)
-            if against is not None:
-                baseline = column_values(groups[against], column)
-                diff = test = None
-                if base != against and baseline is not None:
-                    diff = cell[0] - statistics.fmean(baseline)
-                    test = welch(values, baseline)
-                cell += (diff,) + ((None,) * 3 if test is None else (test[2],) + test[3])
+            cell = dict.fromkeys(suffixes(interval, against))
+            cell[""] = statistics.fmean(values)
+            cell["_sd"] = statistics.stdev(values) if len(values) > 1 else None
+            if interval:
+                cell["_ci95_low"], cell["_ci95_high"] = mean_interval(values) or (None, None)
+            baseline = column_values(groups[against], column) if against is not None else None
+            if base != against and baseline is not None:
+                cell["_diff"] = cell[""] - statistics.fmean(baseline)
+                test = welch(values, baseline)
+                if test is not None:
+                    cell["_p"], (cell["_diff_ci95_low"], cell["_diff_ci95_high"]) = test[2], test[3]
             cells.append(cell)
         seeds = [seed for seed in runs if seed is not None]
         summary.append((base, sorted(seeds), cells))
     return summary
 
 
-def _format_cell(position, value):
-    """A summary cell: mean and sd to two decimals, a difference and its interval signed, a p under
-    0.01 as 4.3e-03."""
+def _format_cell(suffix, value):
+    """A summary cell: means, sds and intervals of means to two decimals, a difference and its
+    interval signed, a p under 0.01 as 4.3e-03."""
     if value is None:
         return "-"
-    if position in (2, 4, 5):
+    if suffix.startswith("_diff"):
         return f"{value:+.2f}"
-    if position == 3 and value < 0.01:
+    if suffix == "_p" and value < 0.01:
         return f"{value:.1e}"
     return f"{value:.2f}"
 
 
-def format_summary(summary, columns, against=None):
-    suffixes = ("", "_sd") + (("_diff", "_p", "_ci95_low", "_ci95_high") if against is not None else ())
-    header = ["system", "seeds"] + [f"{c}{suffix}" for c in columns for suffix in suffixes]
+def format_summary(summary, columns, against=None, interval=False):
+    printed = suffixes(interval, against)
+    header = ["system", "seeds"] + [f"{c}{suffix}" for c in columns for suffix in printed]
     lines = ["\t".join(header)]
     for base, seeds, cells in summary:
         row = [base, ",".join(map(str, seeds)) or "-"]
         for cell in cells:
-            row += [_format_cell(i, value) for i, value in enumerate(cell or (None,) * len(suffixes))]
+            row += [_format_cell(suffix, (cell or {}).get(suffix)) for suffix in printed]
         lines.append("\t".join(row))
     return "\n".join(lines)
 
@@ -287,7 +314,13 @@ def get_parser():
         metavar="BASE",
         help="a system (name without _sN) to compare every other one with: add each column's "
         "difference of seed means (COLUMN_diff), the two-sided p of Welch's t-test (COLUMN_p) and "
-        "the difference's 95%% confidence interval (COLUMN_ci95_low, COLUMN_ci95_high)",
+        "the difference's 95%% confidence interval (COLUMN_diff_ci95_low, COLUMN_diff_ci95_high)",
+    )
+    parser.add_argument(
+        "--interval",
+        action="store_true",
+        help="add each column's 95%% confidence interval of the seed mean (Student's t, n - 1 degrees "
+        "of freedom: COLUMN_ci95_low, COLUMN_ci95_high), e.g. to read a mean against a fixed goal",
     )
     return parser
 
@@ -304,14 +337,16 @@ def main(argv=None):
             f"{' '.join(sorted(present))}"
         )
     groups = group_by_seed(tables)
-    if args.against and args.per_seed:
-        raise VisionAttnError("--against compares the seed means of systems: it does not go with --per-seed")
+    if (args.against or args.interval) and args.per_seed:
+        flag = "--against" if args.against else "--interval"
+        raise VisionAttnError(f"{flag} is about the seed means of systems: it does not go with --per-seed")
     if args.curve:
         columns += add_curve_distances(groups, args.curve.split(","), args.curve_latency)
     if args.per_seed:
         print(format_per_seed(per_seed(tables, columns), columns))
     else:
-        print(format_summary(summarize(groups, columns, args.against), columns, args.against))
+        summary = summarize(groups, columns, args.against, args.interval)
+        print(format_summary(summary, columns, args.against, args.interval))
     return 0
 
 

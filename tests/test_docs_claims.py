@@ -177,3 +177,20 @@ def test_welch_cells_are_recomputed_from_the_committed_seed_tables(capsys):
                 )
                 checked += 1
     assert checked == 5 * 3 + 9 + 1 * 3
+
+
+def test_the_en_ja_baseline_goal_intervals_are_the_tools(capsys):
+    """The "Three seeds each" section reads `lstm_global` >= 38.5 En-Ja by the mean's 95% interval
+    (`seeds --interval`): the figures it quotes for the CPU and the H200 are the tool's."""
+    from fairseq_vision_attn import seeds
+
+    seeds.main(
+        [os.path.join(REPO, "docs", "results", "enja_seeds.test.tsv"), "--columns", "BLEU", "--interval"]
+    )
+    printed = {r[0]: r for r in (line.split("\t") for line in capsys.readouterr().out.splitlines())}
+    text = open(os.path.join(REPO, "docs", "results.md"), encoding="utf-8").read()
+    start = text.index("## Three seeds each: differences of means and Welch's t")
+    section = " ".join(text[start : text.index("\n## ", start + 1)].split())
+    for system, words in [("global", "on the CPU (the mean's interval "), ("global_h200", "on the H200 (")]:
+        low, high = printed[system][4:6]
+        assert f"{words}{low} to {high}" in section, system

@@ -3,6 +3,7 @@
 import json
 import math
 import random
+import statistics
 import sys
 
 import pytest
@@ -542,9 +543,9 @@ def test_student_t_p_against_printed_tables_and_closed_forms():
 def test_welch_matches_scipy_on_unequal_sizes_and_spreads():
     """Welch's t, its Welch-Satterthwaite degrees of freedom (real, not whole), p and the 95%
     interval of the difference, against scipy.stats.ttest_ind(equal_var=False) on random samples
-    of 2-8 values."""
+    of 2-8 values; the 95% interval of one sample's mean against scipy.stats.t.interval."""
     stats = pytest.importorskip("scipy.stats")
-    from fairseq_vision_attn.seeds import welch
+    from fairseq_vision_attn.seeds import mean_interval, welch
 
     rng = random.Random(0)
     for _ in range(300):
@@ -555,6 +556,11 @@ def test_welch_matches_scipy_on_unequal_sizes_and_spreads():
         assert (t, p) == pytest.approx((expected.statistic, expected.pvalue), abs=1e-10)
         if hasattr(expected, "df"):
             assert df == pytest.approx(expected.df, rel=1e-10)
+        mean_low, mean_high = mean_interval(first)
+        expected_mean = stats.t.interval(
+            0.95, len(first) - 1, loc=statistics.fmean(first), scale=stats.sem(first)
+        )
+        assert (mean_low, mean_high) == pytest.approx(expected_mean, abs=1e-8)
         if hasattr(expected, "confidence_interval"):
             interval = expected.confidence_interval(0.95)
             assert (low, high) == pytest.approx((interval.low, interval.high), abs=1e-8)
@@ -567,7 +573,9 @@ def test_seeds_against_a_baseline_by_hand(tmp_path, capsys):
     0.29; the 95% interval is 2 +- q sqrt(2), where q solves 1 - q / sqrt(2 + q^2) = 0.05:
     q^2 = 2 x 0.95^2 / (1 - 0.95^2), q = 4.3027, so -4.08 to +8.08; k's 50, 52 are 20 above,
     t = 20 / sqrt(2), p = 1 - t / sqrt(2 + t^2) = 0.0050 (printed 5.0e-03); h's one seed has a
-    difference but no test; identical seeds (no spread on either side) have no test either."""
+    difference but no test; identical seeds (no spread on either side) have no test either.
+    --interval: f's mean 33 +- q sqrt(2) / sqrt(2) with q = tan(0.475 pi) = 12.706 (one degree of
+    freedom, the Cauchy quantile): 20.29 to 45.71."""
     from fairseq_vision_attn import seeds
 
     table = tmp_path / "t.tsv"
@@ -577,7 +585,7 @@ def test_seeds_against_a_baseline_by_hand(tmp_path, capsys):
     )
     seeds.main([str(table), "--against", "g"])
     rows = {r[0]: r for r in (line.split("\t") for line in capsys.readouterr().out.splitlines())}
-    added = ["diff", "p", "ci95_low", "ci95_high"]
+    added = ["diff", "p", "diff_ci95_low", "diff_ci95_high"]
     assert rows["system"][2:] == [
         f"{c}{s}" for c in ("BLEU", "RIBES") for s in ["", "_sd"] + [f"_{a}" for a in added]
     ]
@@ -586,9 +594,14 @@ def test_seeds_against_a_baseline_by_hand(tmp_path, capsys):
     assert rows["f"][8:] == ["70.00", "0.00", "+0.00", "-", "-", "-"]
     assert rows["h"][2:8] == ["29.50", "-", "-1.50", "-", "-", "-"] and rows["h"][10] == "+1.00"
     assert rows["k"][2:6] == ["51.00", "1.41", "+20.00", "5.0e-03"]
+    seeds.main([str(table), "--interval", "--columns", "BLEU"])  # f: 33 +- tan(0.475 pi) x 1
+    rows = {r[0]: r for r in (line.split("\t") for line in capsys.readouterr().out.splitlines())}
+    assert rows["system"][2:] == ["BLEU", "BLEU_sd", "BLEU_ci95_low", "BLEU_ci95_high"]
+    assert rows["f"][4:] == ["20.29", "45.71"] and rows["h"][4:] == ["-", "-"]
     for argv, message in [
         (["--against", "x"], "--against: no system named x; systems: g, f, h, k"),
-        (["--against", "g", "--per-seed"], "--against compares the seed means of systems"),
+        (["--against", "g", "--per-seed"], "--against is about the seed means of systems"),
+        (["--interval", "--per-seed"], "--interval is about the seed means of systems"),
     ]:
         with pytest.raises(SystemExit) as exit_:
             seeds.main([str(table), *argv])
