@@ -121,3 +121,13 @@ def test_documents_name_only_registered_flags(path):
         named = set(FLAG.findall(handle.read()))
     unknown = sorted(named - known)
     assert not unknown, f"{os.path.relpath(path, REPO)} names flags nobody registers: {unknown}"
+
+
+@pytest.mark.parametrize("path", DOCS, ids=[os.path.relpath(p, REPO) for p in DOCS])
+def test_no_prose_line_opens_with_a_quote_marker(path):
+    """A wrapped line that opens with '>' (">= 39.49") turns the rest of its paragraph into a
+    block quote; the docs hold no block quotes, so such a line is a wrapping mistake (code blocks,
+    indented four spaces, are left alone)."""
+    with open(path, encoding="utf-8") as handle:
+        opened = [n for n, line in enumerate(handle, 1) if re.match(r" {0,3}>", line)]
+    assert not opened, f"{os.path.relpath(path, REPO)}: lines {opened} open with '>'"
