@@ -165,7 +165,7 @@ def student_t_quantile(p, df):
     low, high = 0.0, 1.0
     while student_t_two_sided(high, df) > p:
         low, high = high, 2.0 * high
-    for _ in range(200):
+    for _ in range(80):  # halves the bracket below double precision
         middle = (low + high) / 2.0
         low, high = (middle, high) if student_t_two_sided(middle, df) > p else (low, middle)
     return (low + high) / 2.0
@@ -177,11 +177,11 @@ def welch(first, second, level=0.95):
     fewer than two values or neither has any spread."""
     if len(first) < 2 or len(second) < 2:
         return None
-    first_se, second_se = (statistics.variance(v) / len(v) for v in (first, second))
-    if first_se + second_se == 0.0:
+    first_var, second_var = (statistics.variance(v) / len(v) for v in (first, second))  # of each mean
+    if first_var + second_var == 0.0:
         return None
-    diff, se = statistics.fmean(first) - statistics.fmean(second), math.sqrt(first_se + second_se)
-    df = (first_se + second_se) ** 2 / (first_se**2 / (len(first) - 1) + second_se**2 / (len(second) - 1))
+    diff, se = statistics.fmean(first) - statistics.fmean(second), math.sqrt(first_var + second_var)
+    df = (first_var + second_var) ** 2 / (first_var**2 / (len(first) - 1) + second_var**2 / (len(second) - 1))
     half = student_t_quantile(1.0 - level, df) * se
     return diff / se, df, student_t_two_sided(diff / se, df), (diff - half, diff + half)
 
