@@ -128,16 +128,29 @@ def ribes(gen_path, ids=None):
     return 100.0 * total / max(len(hyps), 1)
 
 
+def curve_weights(points, latency):
+    """The weights, one per point of ``points`` ((latency, BLEU) pairs) and summing to 1, with which
+    the piecewise-linear curve through them interpolates at ``latency``: the curve's BLEU there is
+    the sum of weight x BLEU. None outside the points' latency range; at two points of one latency
+    all the weight goes to the one sorted first (the lower BLEU)."""
+    order = sorted(range(len(points)), key=lambda index: points[index])
+    if not points[order[0]][0] <= latency <= points[order[-1]][0]:
+        return None
+    for first, second in zip(order, order[1:]):
+        (x0, _), (x1, _) = points[first], points[second]
+        if x0 <= latency <= x1:
+            share = 0.0 if x1 == x0 else (latency - x0) / (x1 - x0)
+            weights = [0.0] * len(points)
+            weights[first], weights[second] = 1.0 - share, share
+            return weights
+    raise AssertionError("unreachable: the latency lies between two neighbouring points")
+
+
 def curve_bleu(points, latency):
     """BLEU of the piecewise-linear curve through ``points`` ((latency, BLEU) pairs) at
-    ``latency``; None outside the points' latency range (a tie takes the first point's BLEU)."""
-    points = sorted(points)
-    if not points[0][0] <= latency <= points[-1][0]:
-        return None
-    for (x0, y0), (x1, y1) in zip(points, points[1:]):
-        if x0 <= latency <= x1:
-            return y0 if x1 == x0 else y0 + (latency - x0) * (y1 - y0) / (x1 - x0)
-    raise AssertionError("unreachable: the latency lies between two neighbouring points")
+    ``latency``; None outside the points' latency range (see ``curve_weights``)."""
+    weights = curve_weights(points, latency)
+    return None if weights is None else sum(w * bleu for w, (_, bleu) in zip(weights, points))
 
 
 def _cell(value, column):

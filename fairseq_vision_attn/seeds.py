@@ -28,8 +28,17 @@ it lies below, and undecided by these seeds when it holds -0.3. ``-`` where eith
 than two seeds or both have no spread. Seeds are not paired: seed 2 of one system shares nothing
 with seed 2 of another. ``--interval`` adds the 95% confidence interval of each group's mean
 (``COLUMN_ci95_low``, ``COLUMN_ci95_high``; Student's t with n - 1 degrees of freedom), to read a
-mean against a fixed goal ("38.5 BLEU"); for a ``to_curve`` column it treats the curve as exact,
-which it is not (its points are seed means too), so it understates the uncertainty there.
+mean against a fixed goal ("38.5 BLEU").
+
+A ``to_curve`` column's intervals and tests also carry the curve's own uncertainty, since its
+points are seed means too: at a run's latency the curve is a weighted sum of two baselines' mean
+BLEU (``report.curve_weights``), so a group's mean distance is its own seeds' mean minus the
+baselines' means each times the group's mean weight on it. Its variance adds the group's
+(variance of its seeds / n) and each baseline's times that weight squared, with Welch-Satterthwaite
+degrees of freedom (a baseline of one seed that carries weight leaves the interval unknown). With
+``--against`` the weights are the two groups' differences: at one latency the curve cancels and the
+test is Welch's on BLEU. The baselines' mean latencies are taken as exact (wait-k's DAL moves by
+hundredths between seeds).
 """
 
 import argparse
@@ -39,7 +48,7 @@ import statistics
 import sys
 
 from .errors import VisionAttnError, one_line_errors
-from .report import check_curve_names, curve_bleu
+from .report import check_curve_names, curve_weights
 
 SEED_NAME = re.compile(r"^(?P<base>.+)_s(?P<seed>\d+)(?P<rule>@[^@\s]+)?$")
 
@@ -90,13 +99,27 @@ def group_by_seed(tables):
     return groups
 
 
+class Curve:
+    """What a ``to_curve`` column's distances hang on: ``terms``, for each baseline of the curve,
+    (variance of its seed mean BLEU, degrees of freedom), None for a single seed; ``weights``, for
+    each run (base, seed) that has a distance, the interpolation weight of each baseline's point
+    at the run's latency (``report.curve_weights``)."""
+
+    def __init__(self, column, terms):
+        self.column, self.terms, self.weights = column, terms, {}
+
+    def mean_weights(self, base, runs):
+        """The weights averaged over a group's seeds (the curve's share in its mean distance)."""
+        return [statistics.fmean(w) for w in zip(*(self.weights[base, seed] for seed in runs))]
+
+
 def add_curve_distances(groups, baselines, metrics):
     """Add ``to_curve_METRIC`` to the values of every run outside ``baselines`` (see the module
-    docstring); return the new column names."""
+    docstring); return {new column: its Curve}."""
     check_curve_names(baselines, list(groups))
-    columns = []
+    curves = {}
     for metric in metrics:
-        points = []
+        points, terms = [], []
         for base in baselines:
             runs = groups[base].values()
             if not all("BLEU" in values and metric in values for values in runs):
@@ -104,19 +127,21 @@ def add_curve_distances(groups, baselines, metrics):
                     f"--curve: {base} has a seed without BLEU or {metric} (report.py writes {metric} "
                     "when given the system's STATS_JSONL)"
                 )
-            points.append(
-                (statistics.fmean(v[metric] for v in runs), statistics.fmean(v["BLEU"] for v in runs))
-            )
+            bleu = [values["BLEU"] for values in runs]
+            points.append((statistics.fmean(values[metric] for values in runs), statistics.fmean(bleu)))
+            terms.append((statistics.variance(bleu) / len(bleu), len(bleu) - 1) if len(bleu) > 1 else None)
         column = f"to_curve_{metric}"
+        curve = Curve(column, terms)
         for base, runs in groups.items():
             if base in baselines:
                 continue
-            for values in runs.values():
-                on_curve = curve_bleu(points, values[metric]) if metric in values else None
-                if on_curve is not None and "BLEU" in values:
-                    values[column] = values["BLEU"] - on_curve
-        columns.append(column)
-    return columns
+            for seed, values in runs.items():
+                weights = curve_weights(points, values[metric]) if metric in values else None
+                if weights is not None and "BLEU" in values:
+                    values[column] = values["BLEU"] - sum(w * bleu for w, (_, bleu) in zip(weights, points))
+                    curve.weights[base, seed] = weights
+        curves[column] = curve
+    return curves
 
 
 def _beta_fraction(a, b, x):
@@ -171,19 +196,54 @@ def student_t_quantile(p, df):
     return (low + high) / 2.0
 
 
+def satterthwaite(estimate, terms, level=0.95):
+    """The t-test and ``level`` confidence interval of ``estimate``, a sum of independent seed
+    means each times a constant: ``terms`` gives each part's (variance, degrees of freedom), the
+    variance that of the mean times the constant squared. (t, degrees of freedom by
+    Welch-Satterthwaite, two-sided p, (low, high)); None where the parts have no variance."""
+    total = sum(variance for variance, _ in terms)
+    if total == 0.0:
+        return None
+    se = math.sqrt(total)
+    df = total**2 / sum(variance**2 / df for variance, df in terms if variance)
+    half = student_t_quantile(1.0 - level, df) * se
+    return estimate / se, df, student_t_two_sided(estimate / se, df), (estimate - half, estimate + half)
+
+
+def mean_term(values):
+    """A sample's (variance of its mean, degrees of freedom), None for fewer than two values."""
+    return (statistics.variance(values) / len(values), len(values) - 1) if len(values) > 1 else None
+
+
 def welch(first, second, level=0.95):
     """Welch's t-test of two samples: (t, degrees of freedom, two-sided p, (low, high)), the last
     the ``level`` confidence interval of mean(first) - mean(second); None where either sample has
     fewer than two values or neither has any spread."""
     if len(first) < 2 or len(second) < 2:
         return None
-    first_var, second_var = (statistics.variance(v) / len(v) for v in (first, second))  # of each mean
-    if first_var + second_var == 0.0:
+    difference = statistics.fmean(first) - statistics.fmean(second)
+    return satterthwaite(difference, [mean_term(first), mean_term(second)], level)
+
+
+def curve_test(curve, groups, base, against=None, level=0.95):
+    """``satterthwaite`` for a group's mean distance to ``curve`` (or, with ``against``, its
+    difference from that group's): the groups' own seeds as in Welch's test, plus each baseline's
+    seed mean times the group's mean weight on it (the difference of the two groups' weights),
+    so that the curve's own uncertainty is carried. None where a part with a weight has one seed."""
+    weights = curve.mean_weights(base, groups[base])
+    own = [column_values(groups[base], curve.column)]
+    if against is not None:
+        others = curve.mean_weights(against, groups[against])
+        weights = [w - other for w, other in zip(weights, others)]
+        own.append(column_values(groups[against], curve.column))
+    terms = [mean_term(values) for values in own]
+    for weight, term in zip(weights, curve.terms):
+        if weight:
+            terms.append(None if term is None else (weight * weight * term[0], term[1]))
+    if any(term is None for term in terms):
         return None
-    diff, se = statistics.fmean(first) - statistics.fmean(second), math.sqrt(first_var + second_var)
-    df = (first_var + second_var) ** 2 / (first_var**2 / (len(first) - 1) + second_var**2 / (len(second) - 1))
-    half = student_t_quantile(1.0 - level, df) * se
-    return diff / se, df, student_t_two_sided(diff / se, df), (diff - half, diff + half)
+    estimate = statistics.fmean(own[0]) - (statistics.fmean(own[1]) if against is not None else 0.0)
+    return satterthwaite(estimate, terms, level)
 
 
 def per_seed(tables, columns):
@@ -225,14 +285,16 @@ def suffixes(interval=False, against=None):
     return MEAN_SUFFIXES + (INTERVAL_SUFFIXES if interval else ()) + (AGAINST_SUFFIXES if against else ())
 
 
-def summarize(groups, columns, against=None, interval=False):
+def summarize(groups, columns, against=None, interval=False, curves=None):
     """One row per group: (base, seeds, [cell or None per column]); a cell maps each of
     ``suffixes(interval, against)`` to its value or None: the mean and sd over the seeds, with
     ``interval`` the mean's 95% interval, with ``against`` (a group's name) the difference of means
     from that group's, Welch's p and the difference's 95% interval (None for ``against`` itself
-    and where they cannot be computed)."""
+    and where they cannot be computed). ``curves`` ({column: Curve}, from ``add_curve_distances``)
+    makes the intervals and tests of those columns carry the curve's uncertainty (``curve_test``)."""
     if against is not None and against not in groups:
         raise VisionAttnError(f"--against: no system named {against}; systems: {', '.join(groups)}")
+    curves = curves or {}
     summary = []
     for base, runs in groups.items():
         cells = []
@@ -241,15 +303,21 @@ def summarize(groups, columns, against=None, interval=False):
             if values is None:
                 cells.append(None)
                 continue
+            curve = curves.get(column)
             cell = dict.fromkeys(suffixes(interval, against))
             cell[""] = statistics.fmean(values)
             cell["_sd"] = statistics.stdev(values) if len(values) > 1 else None
             if interval:
-                cell["_ci95_low"], cell["_ci95_high"] = mean_interval(values) or (None, None)
+                if curve:
+                    test = curve_test(curve, groups, base)
+                    bounds = test and test[3]
+                else:
+                    bounds = mean_interval(values)
+                cell["_ci95_low"], cell["_ci95_high"] = bounds or (None, None)
             baseline = column_values(groups[against], column) if against is not None else None
             if base != against and baseline is not None:
                 cell["_diff"] = cell[""] - statistics.fmean(baseline)
-                test = welch(values, baseline)
+                test = curve_test(curve, groups, base, against) if curve else welch(values, baseline)
                 if test is not None:
                     cell["_p"], (cell["_diff_ci95_low"], cell["_diff_ci95_high"]) = test[2], test[3]
             cells.append(cell)
@@ -340,12 +408,12 @@ def main(argv=None):
     if (args.against or args.interval) and args.per_seed:
         flag = "--against" if args.against else "--interval"
         raise VisionAttnError(f"{flag} is about the seed means of systems: it does not go with --per-seed")
-    if args.curve:
-        columns += add_curve_distances(groups, args.curve.split(","), args.curve_latency)
+    curves = add_curve_distances(groups, args.curve.split(","), args.curve_latency) if args.curve else {}
+    columns += list(curves)
     if args.per_seed:
         print(format_per_seed(per_seed(tables, columns), columns))
     else:
-        summary = summarize(groups, columns, args.against, args.interval)
+        summary = summarize(groups, columns, args.against, args.interval, curves)
         print(format_summary(summary, columns, args.against, args.interval))
     return 0
 

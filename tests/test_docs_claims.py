@@ -179,6 +179,33 @@ def test_welch_cells_are_recomputed_from_the_committed_seed_tables(capsys):
     assert checked == 5 * 3 + 9 + 1 * 3
 
 
+def test_the_distances_to_the_wait_k_line_are_the_tools(capsys):
+    """The "Distance to the wait-k line" table: each cell (mean distance to the line through the
+    wait-k seed means and its 95% interval, the line's seeds carried) and each mean DAL is what
+    `seeds --curve ... --interval` prints on the committed docs/results/deen_line.*.tsv."""
+    from fairseq_vision_attn import seeds
+
+    text = open(os.path.join(REPO, "docs", "results.md"), encoding="utf-8").read()
+    start = text.index("\nDistance to the wait-k line (")
+    block = text[text.index("\n|", start) : text.index("\n\n", text.index("\n|", start))]
+    rows = [line.strip().strip("|").split(" | ") for line in block.strip().splitlines()[2:]]
+    printed, curve = {}, ["--curve", "waitk1,waitk3,waitk5,waitk7", "--interval"]
+    for subset in ("valid", "test", "test1"):
+        table = os.path.join(REPO, "docs", "results", f"deen_line.{subset}.tsv")
+        seeds.main([table, "--columns", "BLEU", "DAL", *curve])
+        lines = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+        printed[subset] = {r[0]: dict(zip(lines[0], r)) for r in lines[1:]}
+    assert len(rows) == 3
+    for cells in rows:
+        system = cells[0].strip().strip("`")
+        dals = " / ".join(printed[s][system]["DAL"] for s in ("valid", "test", "test1"))
+        assert cells[1].endswith(f"DAL {dals}"), system
+        for subset, cell in zip(("valid", "test", "test1"), cells[2:], strict=True):
+            row = printed[subset][system]
+            mean, low, high = (float(row[f"to_curve_DAL{s}"]) for s in ("", "_ci95_low", "_ci95_high"))
+            assert cell.strip() == f"{mean:+.2f} ({low:+.2f} to {high:+.2f})", (system, subset)
+
+
 def test_the_en_ja_baseline_goal_intervals_are_the_tools(capsys):
     """The "Three seeds each" section reads `lstm_global` >= 38.5 En-Ja by the mean's 95% interval
     (`seeds --interval`): the figures it quotes for the CPU and the H200 are the tool's."""

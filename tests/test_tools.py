@@ -651,6 +651,71 @@ def test_seeds_distance_to_a_curve_through_seed_means(tmp_path, capsys):
         assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
+def test_seeds_curve_intervals_carry_the_curves_own_seeds_by_hand(tmp_path, capsys):
+    """The curve at a run's latency is a weighted sum of baseline seed means, so a mean distance
+    to it has two kinds of variance. a (DAL 2: BLEU 10, 12) and b (DAL 4: 20, 22) each have a
+    mean's variance 2 / 2 = 1 on one degree of freedom; m's seeds sit at DAL 4 (the weight all on
+    b) with BLEU 23, 25: distances 2, 4, mean 3, its own variance 1. The interval's variance is
+    1 + 1 = 2 on (1 + 1)^2 / (1 + 1) = 2 degrees of freedom: 3 +- 4.3027 sqrt(2) = -3.08 to +9.08
+    (a curve taken as exact would give 3 +- 12.706 x 1). m2 at DAL 4 too, BLEU 25, 27: against m
+    the curve cancels, and the test is Welch's on their BLEU (p = 1 - sqrt(2) / 2 = 0.29 as in
+    the by-hand Welch test above). n at DAL 3 (weights 1/2, 1/2; BLEU 17, 19, distances 1, 3):
+    m - n = 1 with variance 1 + 1 + (1/2)^2 + (1/2)^2 = 2.5 (the weights differ by 1/2 on each
+    baseline) on 2.5^2 / (1 + 1 + 1/16 + 1/16) degrees of freedom. A single-seed baseline that
+    carries weight leaves the interval unknown."""
+    from fairseq_vision_attn import seeds
+
+    table = tmp_path / "t.tsv"
+    table.write_text(
+        "system\tBLEU\tDAL\na_s1\t10\t2\na_s2\t12\t2\nb_s1\t20\t4\nb_s2\t22\t4\nm_s1\t23\t4\n"
+        "m_s2\t25\t4\nm2_s1\t25\t4\nm2_s2\t27\t4\nn_s1\t17\t3\nn_s2\t19\t3\nc_s1\t30\t6\n"
+    )
+    seeds.main([str(table), "--columns", "BLEU", "--curve", "a,b", "--interval", "--against", "m"])
+    rows = {r[0]: r for r in (line.split("\t") for line in capsys.readouterr().out.splitlines())}
+    header = rows["system"]
+    cell = {name: dict(zip(header, row)) for name, row in rows.items()}
+    assert cell["m"]["to_curve_DAL"] == "3.00"
+    assert (cell["m"]["to_curve_DAL_ci95_low"], cell["m"]["to_curve_DAL_ci95_high"]) == ("-3.08", "9.08")
+    assert cell["m2"]["to_curve_DAL_diff"] == "+2.00" and cell["m2"]["to_curve_DAL_p"] == cell["m2"]["BLEU_p"]
+    assert cell["m2"]["to_curve_DAL_p"] == "0.29"
+    assert cell["m2"]["to_curve_DAL_diff_ci95_low"] == cell["m2"]["BLEU_diff_ci95_low"] == "-4.08"
+    df = 2.5**2 / (1 + 1 + 1 / 16 + 1 / 16)
+    half = seeds.student_t_quantile(0.05, df) * math.sqrt(2.5)
+    assert cell["n"]["to_curve_DAL_diff"] == "-1.00"
+    assert cell["n"]["to_curve_DAL_p"] == f"{seeds.student_t_two_sided(1 / math.sqrt(2.5), df):.2f}"
+    assert cell["n"]["to_curve_DAL_diff_ci95_low"] == f"{-1 - half:+.2f}"
+    assert cell["n"]["to_curve_DAL_diff_ci95_high"] == f"{-1 + half:+.2f}"
+    seeds.main([str(table), "--columns", "BLEU", "--curve", "a,c", "--interval"])
+    rows = {r[0]: r for r in (line.split("\t") for line in capsys.readouterr().out.splitlines())}
+    assert rows["m"][-4:] == ["3.50", "1.41", "-", "-"]  # c (one seed) carries half of m's curve
+
+
+def test_seeds_curve_interval_covers_the_true_distance_95_percent_of_the_time():
+    """Coverage by simulation, an oracle independent of the formula: two baselines of three seeds
+    with sd 3 (at DAL 2 and 6) draw the curve, a system of three seeds with sd 0.5 sits at DAL 3
+    and 4 (true distance 1 above the true line); over 1,000 draws the 95% interval of the mean
+    distance holds 1 at about 95% (Welch-Satterthwaite is approximate), where an interval that
+    took the curve as exact (Student's t on the system's distances alone) holds it far less often."""
+    from fairseq_vision_attn import seeds
+
+    rng = random.Random(1)
+    covered = exact_covered = 0
+    draws = 1000
+    for _ in range(draws):
+        groups = {
+            "a": {s: {"BLEU": rng.gauss(10, 3), "DAL": 2.0} for s in (1, 2, 3)},
+            "b": {s: {"BLEU": rng.gauss(30, 3), "DAL": 6.0} for s in (1, 2, 3)},
+            "m": {s: {"BLEU": rng.gauss(5 * d + 1, 0.5), "DAL": d} for s, d in ((1, 3), (2, 4), (3, 3))},
+        }
+        curves = seeds.add_curve_distances(groups, ["a", "b"], ["DAL"])
+        low, high = seeds.curve_test(curves["to_curve_DAL"], groups, "m")[3]
+        covered += low <= 1 <= high
+        exact_low, exact_high = seeds.mean_interval(seeds.column_values(groups["m"], "to_curve_DAL"))
+        exact_covered += exact_low <= 1 <= exact_high
+    assert 0.93 <= covered / draws <= 0.975
+    assert exact_covered / draws < 0.8
+
+
 def test_uncertain_stop_mass_counts_stops_where_p_is_neither_0_nor_1():
     """analysis.uncertain_stop_mass: the alignment mass on positions with 0.1 < p < 0.9 (ends
     excluded), against sums done by hand; padding (alpha 0) adds nothing."""
