@@ -3,24 +3,54 @@
 Loaded with ``--user-dir fairseq_vision_attn`` (or by import), it registers the model family
 ``vision_attn_lstm`` with its architectures, the task ``translation_vision_attn`` and the
 package's criteria. See docs/mechanisms.md for the map of files to papers.
+
+The commands that only read and write text (``TEXT_TOOLS``), run as ``python -m
+fairseq_vision_attn.NAME``, skip that registration: importing torch and fairseq costs about 5 s a
+start, which recipes pay once per decoding they tabulate.
 """
 
 import logging
+import sys
 
-# fairseq's text-to-speech task logs "Please install tensorboardX" at INFO when imported; the
-# package's own commands (python -m fairseq_vision_attn.*) import fairseq first and would print it.
-logging.getLogger("fairseq.tasks.text_to_speech").setLevel(logging.WARNING)
+from .errors import VisionAttnError, install_excepthook
 
-from ._checkpoint_compat import allow_fairseq_checkpoint_globals, guard_damaged_checkpoints  # noqa: E402
-from ._resume import keep_lr_schedule_on_resume  # noqa: E402
-from .errors import VisionAttnError, install_excepthook  # noqa: E402
+#: ``python -m fairseq_vision_attn.NAME`` for these starts without torch and fairseq
+TEXT_TOOLS = ("report", "seeds", "toydata", "prepare_data")
 
-allow_fairseq_checkpoint_globals()
-guard_damaged_checkpoints()
-keep_lr_schedule_on_resume()
+_VALUED_OPTIONS = ("-X", "-W")  # the interpreter's options that take the next argument
+
+
+def started_as_text_tool(argv=None):
+    """Whether the interpreter was started as ``python [options] -m fairseq_vision_attn.NAME`` for
+    a NAME in ``TEXT_TOOLS``; ``argv``: the interpreter's own arguments (``sys.orig_argv``, which
+    runpy leaves as they were while it imports this package)."""
+    names = {f"{__name__}.{tool}" for tool in TEXT_TOOLS}
+    args = iter((sys.orig_argv if argv is None else argv)[1:])
+    for arg in args:
+        if arg == "-m":
+            return next(args, None) in names
+        if arg in _VALUED_OPTIONS:
+            next(args, None)
+        elif arg == "-c" or not arg.startswith("-"):
+            return False  # a command string or a script: not a module run
+    return False
+
+
 install_excepthook()
 
-from . import attention, criterions, models, tasks  # noqa: E402,F401  (registration)
+if not started_as_text_tool():
+    # fairseq's text-to-speech task logs "Please install tensorboardX" at INFO when imported; the
+    # package's own commands (python -m fairseq_vision_attn.*) import fairseq first and would print it.
+    logging.getLogger("fairseq.tasks.text_to_speech").setLevel(logging.WARNING)
+
+    from ._checkpoint_compat import allow_fairseq_checkpoint_globals, guard_damaged_checkpoints
+    from ._resume import keep_lr_schedule_on_resume
+
+    allow_fairseq_checkpoint_globals()
+    guard_damaged_checkpoints()
+    keep_lr_schedule_on_resume()
+
+    from . import attention, criterions, models, tasks  # noqa: F401  (registration)
 
 __version__ = "0.1.0"
-__all__ = ["VisionAttnError", "__version__"]
+__all__ = ["TEXT_TOOLS", "VisionAttnError", "__version__", "started_as_text_tool"]

@@ -11,6 +11,8 @@ import pytest
 from fairseq_vision_attn import report, toydata
 from fairseq_vision_attn.stats import CorpusStats, SearchStats
 
+from .conftest import REPO, run_cli
+
 
 def test_transforms():
     tokens = ["a", "b", "c", "d", "e"]
@@ -790,3 +792,61 @@ def test_step_agreement_hand_values():
     assert steps == 3
     # same peak, previous peak, same overlap, previous overlap, peak before, peak after
     assert sums == pytest.approx([1, 2, 0.4 + 1 + 0, 0.6 + 0 + 1, 1, 1])
+
+
+def test_text_tools_are_recognised_from_the_interpreters_arguments():
+    """The package skips importing torch and fairseq only for `python [options] -m
+    fairseq_vision_attn.NAME` with NAME a text tool: not for another module, a script, -c, or a
+    tool of the package that needs the models."""
+    from fairseq_vision_attn import TEXT_TOOLS, started_as_text_tool
+
+    assert set(TEXT_TOOLS) == {"report", "seeds", "toydata", "prepare_data"}
+    for argv, expected in [
+        (["python", "-m", "fairseq_vision_attn.report", "t.tsv"], True),
+        (["python", "-X", "importtime", "-W", "ignore", "-m", "fairseq_vision_attn.seeds"], True),
+        (["python", "-u", "-m", "fairseq_vision_attn.toydata", "-m", "x"], True),
+        (["python", "-m", "fairseq_vision_attn.plots", "latency"], False),
+        (["python", "-m", "fairseq_vision_attn.average"], False),
+        (["python", "-m", "fairseq_vision_attn"], False),
+        (["python", "-m", "pytest", "-m", "fairseq_vision_attn.report"], False),
+        (["python", "/usr/bin/fairseq-train", "-m", "fairseq_vision_attn.report"], False),
+        (["python", "script.py", "-m", "fairseq_vision_attn.report"], False),
+        (["python", "-c", "import x", "-m", "fairseq_vision_attn.report"], False),
+        (["python", "-m"], False),
+        (["python"], False),
+    ]:
+        assert started_as_text_tool(argv) is expected, argv
+
+
+def test_text_tools_start_without_torch_and_importing_the_package_registers(tmp_path):
+    """Python's own import log (-X importtime) of `python -m fairseq_vision_attn.report` and of
+    `seeds` names neither torch nor fairseq, and the report still tabulates a decoding with its
+    statistics (mean window (4 + 3 + 2 + 1 + 1) / 5 = 2.2); a plain `import fairseq_vision_attn`
+    still registers the architectures."""
+    gen, stats = tmp_path / "gen.txt", tmp_path / "gen.jsonl"
+    gen.write_text("S-0\ta b c d\nT-0\td c b a\nH-0\t-0.1\td c b a\nD-0\t-0.1\td c b a\n")
+    row = {"id": 0, "src_len": 4, "hypo_len": 5, "window_sizes": [4, 3, 2, 1, 1]}
+    stats.write_text(json.dumps(row) + "\n")
+    table = tmp_path / "t.tsv"
+    table.write_text("system\tBLEU\nx_s1\t1.0\nx_s2\t3.0\n")
+    for module, args in [("report", [f"sys={gen}:{stats}"]), ("seeds", [str(table)])]:
+        result = run_cli(
+            [sys.executable, "-X", "importtime", "-m", f"fairseq_vision_attn.{module}", *args], cwd=REPO
+        )
+        imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line}
+        assert "fairseq_vision_attn" in imported, module
+        assert not {name.split(".")[0] for name in imported} & {"torch", "fairseq"}, module
+        expected = (
+            ["sys", "100.00", "4.00", "5.00", "2.20"] if module == "report" else ["x", "1,2", "2.00", "1.41"]
+        )
+        assert result.stdout.splitlines()[1].split("\t")[:5] == expected, result.stdout
+    registered = run_cli(
+        [
+            sys.executable,
+            "-c",
+            "import fairseq_vision_attn; from fairseq.models import ARCH_MODEL_REGISTRY as r; "
+            "print(all(a in r for a in ('lstm_milk', 'lstm_sact', 'lstm_flexible')))",
+        ],
+        cwd=REPO,
+    )
+    assert registered.stdout.strip() == "True"

@@ -53,6 +53,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 import numpy as np
+import torch
 from fairseq import utils
 from fairseq.sequence_generator import SequenceGeneratorWithAlignment
 from fairseq.tasks import FairseqTask, register_task
@@ -63,7 +64,7 @@ from ..errors import VisionAttnError
 from ..latency import latency_scores
 from ..models.lstm_attention import refuse_ignored_flags
 from ..simultaneous import SimultaneousGenerator, streaming_attention
-from ..stats import CorpusStats, SearchStats, forced_statistics, format_summary, write_row
+from ..stats import CorpusStats, SearchStats, format_summary, list_name, write_row
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +158,45 @@ def attends_right_padded(model):
     if getattr(encoder, "right_pads_source", False):
         return True
     return isinstance(encoder, FairseqLSTMEncoder) and encoder.left_pad
+
+
+@torch.no_grad()
+def forced_statistics(model, sample, hypo_tokens):
+    """Re-run the decoder on each sentence's chosen hypothesis and return its per-step lists.
+
+    Args:
+        model: a :class:`VisionAttnLSTMModel` (eval mode).
+        sample: the fairseq batch the hypotheses were generated from.
+        hypo_tokens: one 1-D tensor per sentence of the batch (target tokens, EOS last).
+
+    Returns:
+        one dict per sentence: ``{list_name(key): [value per target token]}``.
+    """
+    decoder = model.decoder
+    eos, pad = decoder.dictionary.eos(), decoder.dictionary.pad()
+    lengths = [len(t) for t in hypo_tokens]
+    prev = torch.full((len(hypo_tokens), max(lengths)), pad, dtype=torch.long)
+    for i, tokens in enumerate(hypo_tokens):
+        prev[i, 0] = eos
+        prev[i, 1 : lengths[i]] = tokens[: lengths[i] - 1].cpu()
+    prev = prev.to(sample["net_input"]["src_tokens"].device)
+
+    observer, decoder.step_observer = decoder.step_observer, None
+    try:
+        encoder_out = model.encoder(sample["net_input"]["src_tokens"], sample["net_input"]["src_lengths"])
+        _, extra = decoder(prev, encoder_out=encoder_out)
+    finally:
+        decoder.step_observer = observer
+    rows = []
+    for i, n in enumerate(lengths):
+        rows.append(
+            {
+                list_name(key): [round(float(v), 4) for v in value[i, :n].float().tolist()]
+                for key, value in extra["attention_extras"].items()
+                if value.dim() == 2
+            }
+        )
+    return rows
 
 
 class RightPaddedAlignmentGenerator(SequenceGeneratorWithAlignment):
