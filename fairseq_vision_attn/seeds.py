@@ -129,7 +129,7 @@ def add_curve_distances(groups, baselines, metrics):
                 )
             bleu = [values["BLEU"] for values in runs]
             points.append((statistics.fmean(values[metric] for values in runs), statistics.fmean(bleu)))
-            terms.append((statistics.variance(bleu) / len(bleu), len(bleu) - 1) if len(bleu) > 1 else None)
+            terms.append(mean_term(bleu))
         column = f"to_curve_{metric}"
         curve = Curve(column, terms)
         for base, runs in groups.items():
@@ -205,7 +205,7 @@ def satterthwaite(estimate, terms, level=0.95):
     if total == 0.0:
         return None
     se = math.sqrt(total)
-    df = total**2 / sum(variance**2 / df for variance, df in terms if variance)
+    df = total**2 / sum(variance**2 / dof for variance, dof in terms if variance)
     half = student_t_quantile(1.0 - level, df) * se
     return estimate / se, df, student_t_two_sided(estimate / se, df), (estimate - half, estimate + half)
 
