@@ -26,7 +26,7 @@ setup(
         "numpy",
     ],
     extras_require={
-        "test": ["pytest>=7", "pytest-xdist>=3.2", "hypothesis>=6", "ruff>=0.4", "nltk>=3.9"],
+        "test": ["pytest>=7", "pytest-xdist>=3.2", "filelock>=3", "hypothesis>=6", "ruff>=0.4", "nltk>=3.9"],
         "ribes": ["nltk>=3.9"],
         "simuleval": ["simuleval==1.1.4"],
     },

@@ -11,9 +11,17 @@ import pytest
 import torch
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+from filelock import FileLock
 
 import fairseq_vision_attn  # noqa: F401  (registers everything)
 from fairseq_vision_attn.models.lstm_attention import MODEL_NAME
+
+# One thread per process, unless the caller chose: pytest.ini runs two workers on two cores, and
+# a torch process on two threads beside another busy core runs about 1.5x slower than on one
+# (a toy recipe training: 34.6 s against 23.2 s, docs/benchmarks.md). The tests' own torch calls
+# and every command they start (the recipes, fairseq's commands) inherit it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA = os.path.join(REPO, "..", "shared", "data")
@@ -107,10 +115,38 @@ def run_clis(commands, cwd, jobs=None):
         return list(pool.map(lambda args: run_cli(args, cwd), commands))
 
 
+def made_once(tmp_path_factory, name, make):
+    """The folder ``name``, filled by ``make(folder)`` once per test run and then only read.
+
+    Under pytest-xdist each worker has its own temporary folder, all in one parent: the first
+    worker to ask makes the folder there under a file lock, the others wait and reuse it (a
+    session fixture alone would be made once per worker). A failed ``make`` leaves nothing
+    behind, so the next worker to ask tries again and fails in its own tests."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    folder, done = root / name, root / f"{name}.done"
+    with FileLock(str(root / f"{name}.lock")):
+        if not done.exists():
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            try:
+                make(folder)
+            except BaseException:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            done.touch()
+    return folder
+
+
 @pytest.fixture(scope="session")
 def toy_data_bin(tmp_path_factory):
-    """A tiny binarized toy reversal corpus, made with the package's own generator."""
-    root = tmp_path_factory.mktemp("toy")
+    """A tiny binarized toy reversal corpus, made with the package's own generator (once per
+    test run: tests read it and write nothing into it)."""
+    return made_once(tmp_path_factory, "toy", make_toy_data_bin)
+
+
+def make_toy_data_bin(root):
     run_cli(
         [
             sys.executable,
@@ -156,7 +192,6 @@ def toy_data_bin(tmp_path_factory):
         ],
         cwd=REPO,
     )
-    return root
 
 
 __all__ = ["MODEL_NAME"]

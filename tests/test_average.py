@@ -13,6 +13,7 @@ import torch
 from fairseq_vision_attn import average
 from fairseq_vision_attn.errors import VisionAttnError
 
+from .conftest import made_once
 from .test_recipes import ROOT, run_recipe, train_recipe
 
 
@@ -59,13 +60,16 @@ def run_average(*args):
 
 @pytest.fixture(scope="module")
 def kept_epochs(tmp_path_factory, toy_data_bin):
-    """A toy lstm_global trained 3 epochs by recipes/train.sh with KEEP_EPOCHS."""
-    out = tmp_path_factory.mktemp("kept") / "sys"
-    env = {"EPOCHS": "3", "DEVICE": "cpu", "KEEP_EPOCHS": "10"}
-    args = ["lstm_global", str(toy_data_bin / "data-bin"), str(out), "--max-tokens", "500"]
-    result = run_recipe("train.sh", args, env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return out
+    """A toy lstm_global trained 3 epochs by recipes/train.sh with KEEP_EPOCHS (once per test
+    run; only the checkpoint-choice test writes beside it, into its own folder)."""
+
+    def train(folder):
+        env = {"EPOCHS": "3", "DEVICE": "cpu", "KEEP_EPOCHS": "10"}
+        args = ["lstm_global", str(toy_data_bin / "data-bin"), str(folder / "sys"), "--max-tokens", "500"]
+        result = run_recipe("train.sh", args, env)
+        assert result.returncode == 0, result.stderr[-3000:]
+
+    return made_once(tmp_path_factory, "kept", train) / "sys"
 
 
 def test_train_keeps_the_epoch_checkpoints_only_when_asked(kept_epochs, toy_data_bin, tmp_path):

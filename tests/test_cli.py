@@ -15,7 +15,7 @@ import torch
 
 from fairseq_vision_attn.latency import corpus_latency, latency_scores
 
-from .conftest import REPO, our_archs, run_cli, run_clis
+from .conftest import REPO, made_once, our_archs, run_cli, run_clis
 
 pytestmark = pytest.mark.slow
 
@@ -113,10 +113,14 @@ def interactive_args(data_bin, checkpoint, *extra):
 
 @pytest.fixture(scope="module")
 def trained(toy_data_bin, tmp_path_factory):
-    """arch -> checkpoint directory, each trained one epoch through fairseq-train."""
-    out = {arch: tmp_path_factory.mktemp(arch) for arch in our_archs()}
-    run_clis([train_args(toy_data_bin, save_dir, arch) for arch, save_dir in out.items()], cwd=REPO)
-    return out
+    """arch -> checkpoint directory, each trained one epoch through fairseq-train (once per test
+    run: tests only read these checkpoints)."""
+
+    def train_all(root):
+        run_clis([train_args(toy_data_bin, root / arch, arch) for arch in our_archs()], cwd=REPO)
+
+    root = made_once(tmp_path_factory, "trained", train_all)
+    return {arch: root / arch for arch in our_archs()}
 
 
 @pytest.mark.parametrize("arch", our_archs())
