@@ -20,6 +20,10 @@ import pytest
 from .conftest import run_cli
 
 ROOT = Path(__file__).resolve().parent.parent
+# model sizes a queue row or a training adds after train.sh's own (fairseq takes the last): a
+# toy model of these trains 8 epochs in 11 s where the recipes' sizes take 19 s (one thread)
+TINY = "--encoder-embed-dim 16 --encoder-hidden-size 16 --decoder-embed-dim 16 --decoder-hidden-size 16"
+TINY += " --decoder-out-embed-dim 16"
 
 
 def run_recipe(script, args, env_extra, cwd=None):
@@ -423,10 +427,11 @@ def test_rule_fork_is_the_two_runs_uninterrupted(tmp_path, toy_data_bin):
     Rows that differ in anything else, or a row the queue lacks, are refused in one line."""
     queue = tmp_path / "rule.queue"
     queue.write_text(
-        "a lstm_global --max-tokens 500 --lr 0.05\nb lstm_global --max-tokens 500 --lr 0.05 --lr-patience 1\n"
+        f"a lstm_global {TINY} --max-tokens 500 --lr 0.05\n"
+        f"b lstm_global {TINY} --max-tokens 500 --lr 0.05 --lr-patience 1\n"
     )
     data_bin, out = str(toy_data_bin / "data-bin"), tmp_path / "fork"
-    env = {"EPOCHS": "8", "DEVICE": "cpu", "PREFIX_THREADS": "1", "SUBSETS": "valid"}
+    env = {"EPOCHS": "6", "DEVICE": "cpu", "PREFIX_THREADS": "1", "SUBSETS": "valid"}
     result = run_recipe("claims/cpu_rule_fork.sh", [str(queue), "a", "b", data_bin, str(out)], env)
     assert result.returncode == 0, result.stderr[-2000:]
     fork = re.search(r"epoch (\d+) did not improve: forking b into a", result.stderr)
@@ -438,7 +443,7 @@ def test_rule_fork_is_the_two_runs_uninterrupted(tmp_path, toy_data_bin):
     rule = queue_rule().split()
     for name, patience in (("a", "0"), ("b", "1")):
         alone = tmp_path / f"alone_{name}"
-        flags = [*rule, "--max-tokens", "500", "--lr", "0.05", "--lr-patience", patience]
+        flags = [*rule, *TINY.split(), "--max-tokens", "500", "--lr", "0.05", "--lr-patience", patience]
         alone_env = {**env, "OMP_NUM_THREADS": "1"}
         trained = run_recipe("train.sh", ["lstm_global", data_bin, str(alone), *flags], alone_env)
         assert trained.returncode == 0, trained.stderr[-2000:]
