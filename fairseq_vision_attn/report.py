@@ -146,11 +146,17 @@ def curve_weights(points, latency):
     raise AssertionError("unreachable: the latency lies between two neighbouring points")
 
 
+def weighted_bleu(weights, points):
+    """The sum of weight x BLEU over ``points`` ((latency, BLEU) pairs): with ``curve_weights``'
+    weights, the curve's BLEU at their latency."""
+    return sum(w * bleu for w, (_, bleu) in zip(weights, points))
+
+
 def curve_bleu(points, latency):
     """BLEU of the piecewise-linear curve through ``points`` ((latency, BLEU) pairs) at
     ``latency``; None outside the points' latency range (see ``curve_weights``)."""
     weights = curve_weights(points, latency)
-    return None if weights is None else sum(w * bleu for w, (_, bleu) in zip(weights, points))
+    return None if weights is None else weighted_bleu(weights, points)
 
 
 def _cell(value, column):

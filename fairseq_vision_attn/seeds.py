@@ -48,7 +48,7 @@ import statistics
 import sys
 
 from .errors import VisionAttnError, one_line_errors
-from .report import check_curve_names, curve_weights
+from .report import check_curve_names, curve_weights, weighted_bleu
 
 SEED_NAME = re.compile(r"^(?P<base>.+)_s(?P<seed>\d+)(?P<rule>@[^@\s]+)?$")
 
@@ -138,7 +138,7 @@ def add_curve_distances(groups, baselines, metrics):
             for seed, values in runs.items():
                 weights = curve_weights(points, values[metric]) if metric in values else None
                 if weights is not None and "BLEU" in values:
-                    values[column] = values["BLEU"] - sum(w * bleu for w, (_, bleu) in zip(weights, points))
+                    values[column] = values["BLEU"] - weighted_bleu(weights, points)
                     curve.weights[base, seed] = weights
         curves[column] = curve
     return curves
