@@ -34,9 +34,13 @@ PLATEAU_RULE="--lr-scheduler reduce_lr_on_plateau --lr-shrink 0.5 --lr-patience 
 # 13a): BPE removed, Moses-detokenized
 DEEN_DETOK=(--remove-bpe --tokenizer moses --source-lang de --target-lang en)
 
+# auto asks torch (2-3 s to import) only where a GPU driver's device node exists (NVIDIA's
+# /dev/nvidiactl, AMD's /dev/kfd, WSL2's /dev/dxg): elsewhere torch.cuda.is_available() is
+# False, and a recipe that refuses its settings does so at once
 DEVICE=${DEVICE:-auto}
 case $DEVICE in
-  auto) if python -c "import sys, torch; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
+  auto) if { [ -e /dev/nvidiactl ] || [ -e /dev/kfd ] || [ -e /dev/dxg ]; } \
+          && python -c "import sys, torch; sys.exit(not torch.cuda.is_available())" 2>/dev/null; then
           DEVICE=cuda; else DEVICE=cpu; fi ;;
   cpu | cuda) ;;
   *) echo "DEVICE: '$DEVICE' is not one of: auto, cpu, cuda" >&2; exit 2 ;;

@@ -146,6 +146,29 @@ def test_recipes_refuse_bad_settings(tmp_path, script, env_extra, message):
     assert not out.exists()
 
 
+@pytest.mark.skipif(
+    any(os.path.exists(node) for node in ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")),
+    reason="a GPU driver's device node exists here: DEVICE=auto asks torch",
+)
+def test_device_auto_without_a_gpu_driver_starts_no_python(tmp_path):
+    """lib.sh's DEVICE=auto is cpu where no GPU driver's device node exists, decided without
+    importing torch: a `python` first on PATH that leaves a mark is never started, and the
+    recipe's refusal of a bad setting is the same one line (against a real python: 2-3 s)."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    mark = tmp_path / "python_started"
+    (fake / "python").write_text(f"#!/bin/sh\ntouch {mark}\nexit 1\n")
+    (fake / "python").chmod(0o755)
+    env = {"PATH": f"{fake}{os.pathsep}{os.environ['PATH']}", "TAUS": "0.5 x"}
+    result = run_recipe("flexible_attention.sh", [str(tmp_path / "no_data"), str(tmp_path / "out")], env)
+    assert result.returncode == 2 and "TAUS: 'x' is not a positive number" in result.stderr
+    assert not mark.exists()
+    probe = "source recipes/lib.sh; echo $DEVICE ${DEVICE_FLAGS[*]}"
+    env = {**os.environ, **env}
+    shown = subprocess.run(["bash", "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert shown.stdout.split() == ["cpu", "--cpu"] and not mark.exists()
+
+
 def test_deen_lanes_without_a_data_bin_ask_for_the_corpus(tmp_path):
     """The De-En lanes prepare the data only from a corpus they are given: with neither a
     prepared OUT_DIR/prep nor DATA_DIR they say so in one line, before they write anything."""
