@@ -61,7 +61,7 @@ def run_average(*args):
 @pytest.fixture(scope="module")
 def kept_epochs(tmp_path_factory, toy_data_bin):
     """A toy lstm_global trained 3 epochs by recipes/train.sh with KEEP_EPOCHS (once per test
-    run; only the checkpoint-choice test writes beside it, into its own folder)."""
+    run; only the checkpoint-choice test writes into it, its own choice/ folder)."""
 
     def train(folder):
         env = {"EPOCHS": "3", "DEVICE": "cpu", "KEEP_EPOCHS": "10"}
