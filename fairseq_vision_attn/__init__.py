@@ -6,7 +6,8 @@ package's criteria. See docs/mechanisms.md for the map of files to papers.
 
 The commands that only read and write text (``TEXT_TOOLS``), run as ``python -m
 fairseq_vision_attn.NAME``, skip that registration: importing torch and fairseq costs about 5 s a
-start, which recipes pay once per decoding they tabulate.
+start, which recipes pay once per decoding they tabulate. So does ``average``
+(``CHECKPOINT_TOOLS``), which reads and writes checkpoints with torch alone.
 """
 
 import logging
@@ -16,15 +17,17 @@ from .errors import VisionAttnError, install_excepthook
 
 #: ``python -m fairseq_vision_attn.NAME`` for these starts without torch and fairseq
 TEXT_TOOLS = ("report", "seeds", "toydata", "prepare_data")
+#: ... and for these without fairseq: they need torch, not a registered model
+CHECKPOINT_TOOLS = ("average",)
 
 _VALUED_OPTIONS = ("-X", "-W")  # the interpreter's options that take the next argument
 
 
-def started_as_text_tool(argv=None):
+def started_as_text_tool(argv=None, tools=TEXT_TOOLS):
     """Whether the interpreter was started as ``python [options] -m fairseq_vision_attn.NAME`` for
-    a NAME in ``TEXT_TOOLS``; ``argv``: the interpreter's own arguments (``sys.orig_argv``, which
+    a NAME in ``tools``; ``argv``: the interpreter's own arguments (``sys.orig_argv``, which
     runpy leaves as they were while it imports this package)."""
-    names = {f"{__name__}.{tool}" for tool in TEXT_TOOLS}
+    names = {f"{__name__}.{tool}" for tool in tools}
     args = iter((sys.orig_argv if argv is None else argv)[1:])
     for arg in args:
         if arg == "-m":
@@ -38,7 +41,7 @@ def started_as_text_tool(argv=None):
 
 install_excepthook()
 
-if not started_as_text_tool():
+if not started_as_text_tool(tools=TEXT_TOOLS + CHECKPOINT_TOOLS):
     # fairseq's text-to-speech task logs "Please install tensorboardX" at INFO when imported; the
     # package's own commands (python -m fairseq_vision_attn.*) import fairseq first and would print it.
     logging.getLogger("fairseq.tasks.text_to_speech").setLevel(logging.WARNING)
@@ -53,4 +56,4 @@ if not started_as_text_tool():
     from . import attention, criterions, models, tasks  # noqa: F401  (registration)
 
 __version__ = "0.1.0"
-__all__ = ["TEXT_TOOLS", "VisionAttnError", "__version__", "started_as_text_tool"]
+__all__ = ["CHECKPOINT_TOOLS", "TEXT_TOOLS", "VisionAttnError", "__version__", "started_as_text_tool"]

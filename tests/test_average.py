@@ -132,6 +132,28 @@ def test_upto_best_is_the_epoch_of_checkpoint_best(kept_epochs, tmp_path):
         assert torch.load(output, weights_only=False)["averaged_from"][-1].endswith(f"checkpoint{epoch}.pt")
 
 
+def test_average_starts_without_fairseq(kept_epochs, tmp_path):
+    """`python -m fairseq_vision_attn.average` imports torch but not fairseq (Python's own import
+    log, -X importtime) and still reads fairseq's checkpoints under torch's weights-only check;
+    its output loads under that check too (test_average_of_the_last_epochs_is_their_mean_and_decodes
+    decodes one with fairseq-generate)."""
+    output = tmp_path / "avg.pt"
+    args = ["--dir", str(kept_epochs / "checkpoints"), "--last", "2", "--output", str(output)]
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "fairseq_vision_attn.average", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    imported = {
+        line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line
+    }
+    assert "torch" in imported and "fairseq" not in imported
+    assert torch.load(output, weights_only=True)["averaged_from"][-1].endswith("checkpoint3.pt")
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

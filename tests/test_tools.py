@@ -798,9 +798,13 @@ def test_text_tools_are_recognised_from_the_interpreters_arguments():
     """The package skips importing torch and fairseq only for `python [options] -m
     fairseq_vision_attn.NAME` with NAME a text tool: not for another module, a script, -c, or a
     tool of the package that needs the models."""
-    from fairseq_vision_attn import TEXT_TOOLS, started_as_text_tool
+    from fairseq_vision_attn import CHECKPOINT_TOOLS, TEXT_TOOLS, started_as_text_tool
 
     assert set(TEXT_TOOLS) == {"report", "seeds", "toydata", "prepare_data"}
+    assert CHECKPOINT_TOOLS == ("average",)
+    average = ["python", "-m", "fairseq_vision_attn.average"]
+    assert started_as_text_tool(average, tools=TEXT_TOOLS + CHECKPOINT_TOOLS)
+    assert not started_as_text_tool(["python", "-m", "fairseq_vision_attn.plots"], tools=CHECKPOINT_TOOLS)
     for argv, expected in [
         (["python", "-m", "fairseq_vision_attn.report", "t.tsv"], True),
         (["python", "-X", "importtime", "-W", "ignore", "-m", "fairseq_vision_attn.seeds"], True),
