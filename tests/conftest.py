@@ -115,6 +115,11 @@ def run_clis(commands, cwd, jobs=None):
         return list(pool.map(lambda args: run_cli(args, cwd), commands))
 
 
+def imported_modules(stderr):
+    """The modules named in Python's own import log (``python -X importtime``'s stderr)."""
+    return {line.split("|")[-1].strip() for line in stderr.splitlines() if "|" in line}
+
+
 def made_once(tmp_path_factory, name, make):
     """The folder ``name``, filled by ``make(folder)`` once per test run and then only read.
 

@@ -13,7 +13,7 @@ import torch
 from fairseq_vision_attn import average
 from fairseq_vision_attn.errors import VisionAttnError
 
-from .conftest import made_once
+from .conftest import imported_modules, made_once
 from .test_recipes import ROOT, run_recipe, train_recipe
 
 
@@ -48,9 +48,9 @@ def test_select_epochs_names_the_epochs_it_lacks():
         average.select_epochs(found, 6)
 
 
-def run_average(*args):
+def run_average(*args, python_flags=()):
     return subprocess.run(
-        [sys.executable, "-m", "fairseq_vision_attn.average", *args],
+        [sys.executable, *python_flags, "-m", "fairseq_vision_attn.average", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -139,17 +139,9 @@ def test_average_starts_without_fairseq(kept_epochs, tmp_path):
     decodes one with fairseq-generate)."""
     output = tmp_path / "avg.pt"
     args = ["--dir", str(kept_epochs / "checkpoints"), "--last", "2", "--output", str(output)]
-    result = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "fairseq_vision_attn.average", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
+    result = run_average(*args, python_flags=("-X", "importtime"))
     assert result.returncode == 0, result.stderr[-2000:]
-    imported = {
-        line.split("|")[-1].strip().split(".")[0] for line in result.stderr.splitlines() if "|" in line
-    }
+    imported = {name.split(".")[0] for name in imported_modules(result.stderr)}
     assert "torch" in imported and "fairseq" not in imported
     assert torch.load(output, weights_only=True)["averaged_from"][-1].endswith("checkpoint3.pt")
 

@@ -11,7 +11,7 @@ import pytest
 from fairseq_vision_attn import report, toydata
 from fairseq_vision_attn.stats import CorpusStats, SearchStats
 
-from .conftest import REPO, run_cli
+from .conftest import REPO, imported_modules, run_cli
 
 
 def test_transforms():
@@ -837,7 +837,7 @@ def test_text_tools_start_without_torch_and_importing_the_package_registers(tmp_
         result = run_cli(
             [sys.executable, "-X", "importtime", "-m", f"fairseq_vision_attn.{module}", *args], cwd=REPO
         )
-        imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines() if "|" in line}
+        imported = imported_modules(result.stderr)
         assert "fairseq_vision_attn" in imported, module
         assert not {name.split(".")[0] for name in imported} & {"torch", "fairseq"}, module
         expected = (
