@@ -169,6 +169,23 @@ def test_device_auto_without_a_gpu_driver_starts_no_python(tmp_path):
     assert shown.stdout.split() == ["cpu", "--cpu"] and not mark.exists()
 
 
+def test_install_refuses_an_unknown_extension_set_before_pip(tmp_path):
+    """install.sh's FAIRSEQ_EXTENSIONS takes translation or all: another value is refused in
+    one line naming both, before anything is installed (a `python` first on PATH that leaves a
+    mark is never started)."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    mark = tmp_path / "python_started"
+    (fake / "python").write_text(f"#!/bin/sh\ntouch {mark}\nexit 1\n")
+    (fake / "python").chmod(0o755)
+    env = {"PATH": f"{fake}{os.pathsep}{os.environ['PATH']}", "FAIRSEQ_EXTENSIONS": "nat"}
+    result = run_recipe("install.sh", [], env)
+    assert result.returncode == 2 and not mark.exists()
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("[install] error: FAIRSEQ_EXTENSIONS=nat: valid values are translation")
+    assert "and all (" in line
+
+
 def test_deen_lanes_without_a_data_bin_ask_for_the_corpus(tmp_path):
     """The De-En lanes prepare the data only from a corpus they are given: with neither a
     prepared OUT_DIR/prep nor DATA_DIR they say so in one line, before they write anything."""
