@@ -4,16 +4,16 @@
 # EXTRAS (default "test"): the package's extras to add; "test,simuleval" adds SimulEval 1.1.4
 # (the SimulEval agent and its agreement tests; CI installs it).
 # FAIRSEQ_EXTENSIONS (default "translation"): which of fairseq's compiled extensions to build;
-# "all" adds the three translation does not use (libbase, libnat, the alignment example's).
-# fairseq-fixed is built from source against the pinned torch (about 1 minute on 2 cores; 3 with all).
+# "all" adds the two nothing here uses (libbase, libnat).
+# fairseq-fixed is built from source against the pinned torch (about 1 minute on 2 cores; 2 with all).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 FAIRSEQ_EXTENSIONS=${FAIRSEQ_EXTENSIONS:-translation}
 case $FAIRSEQ_EXTENSIONS in
   translation | all) ;;
   *) echo "[install] error: FAIRSEQ_EXTENSIONS=$FAIRSEQ_EXTENSIONS: valid values are translation (the \
-default: the compiled parts translation needs) and all (also libbase, libnat and the alignment \
-example's, for fairseq's BASE layers and non-autoregressive models)" >&2; exit 2 ;;
+default: the compiled parts translation and the tests need) and all (also libbase and libnat, for \
+fairseq's BASE layers and non-autoregressive models)" >&2; exit 2 ;;
 esac
 export PIP_CONSTRAINT="$here/recipes/constraints.txt"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
@@ -24,10 +24,11 @@ if ! python -c "import fairseq" 2>/dev/null; then
   if [ "$FAIRSEQ_EXTENSIONS" = all ]; then
     python -m pip install -q --no-cache-dir --no-build-isolation fairseq-fixed==0.12.3.1
   else
-    # fairseq's setup.py compiles six extensions one after another; three of them (libbase,
-    # libnat, alignment_train_cpu_binding) include torch's headers and took 106 of its 124 s
-    # (docs/benchmarks.md), and nothing translation runs imports them (fairseq imports each
-    # only when a model that needs it runs). Build the source with the other three.
+    # fairseq's setup.py compiles six extensions one after another; two of them (libbase,
+    # libnat) include torch's headers and took 74 of its 124 s (docs/benchmarks.md), and
+    # nothing here imports them (fairseq imports each only when a model that needs it runs:
+    # BASE layers, the non-autoregressive models). Build the source with the other four
+    # (alignment_train_cpu_binding: fairseq's monotonic-attention op, a test's oracle).
     src=$(mktemp -d)
     trap 'rm -rf "$src"' EXIT
     python -m pip download -q --no-deps --no-binary fairseq-fixed --no-build-isolation \
@@ -40,9 +41,9 @@ path = sys.argv[1]
 text = open(path).read()
 anchor = 'cmdclass = {"build_ext": cpp_extension.BuildExtension}'
 if text.count(anchor) != 1:
-    sys.exit(f"[install] error: {path} is not fairseq-fixed 0.12.3.1's setup.py; run with FAIRSEQ_EXTENSIONS=all")
-keep = '{"fairseq.libbleu", "fairseq.data.data_utils_fast", "fairseq.data.token_block_utils_fast"}'
-open(path, "w").write(text.replace(anchor, f"extensions = [e for e in extensions if e.name in {keep}]\n{anchor}"))
+    sys.exit(f"[install] error: {path} is not fairseq-fixed 0.12.3.1's; run with FAIRSEQ_EXTENSIONS=all")
+skip = 'extensions = [e for e in extensions if e.name not in ("fairseq.libbase", "fairseq.libnat")]'
+open(path, "w").write(text.replace(anchor, f"{skip}\n{anchor}"))
 PY
     python -m pip install -q --no-cache-dir --no-build-isolation "$src/fairseq_fixed-0.12.3.1"
   fi

@@ -198,6 +198,8 @@ def _fairseq_reference():
         )
     finally:
         sys.path.pop(0)
+    import alignment_train_cpu_binding  # noqa: F401  (the compiled op it calls on the CPU)
+
     return expected_alignment_from_p_choose
 
 
