@@ -146,6 +146,15 @@ def test_recipes_refuse_bad_settings(tmp_path, script, env_extra, message):
     assert not out.exists()
 
 
+def path_with_a_marking_python(tmp_path):
+    """A PATH whose first `python` only leaves a mark (a file) and fails: (PATH, the mark)."""
+    fake, mark = tmp_path / "bin", tmp_path / "python_started"
+    fake.mkdir()
+    (fake / "python").write_text(f"#!/bin/sh\ntouch {mark}\nexit 1\n")
+    (fake / "python").chmod(0o755)
+    return f"{fake}{os.pathsep}{os.environ['PATH']}", mark
+
+
 @pytest.mark.skipif(
     any(os.path.exists(node) for node in ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")),
     reason="a GPU driver's device node exists here: DEVICE=auto asks torch",
@@ -154,12 +163,8 @@ def test_device_auto_without_a_gpu_driver_starts_no_python(tmp_path):
     """lib.sh's DEVICE=auto is cpu where no GPU driver's device node exists, decided without
     importing torch: a `python` first on PATH that leaves a mark is never started, and the
     recipe's refusal of a bad setting is the same one line (against a real python: 2-3 s)."""
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    mark = tmp_path / "python_started"
-    (fake / "python").write_text(f"#!/bin/sh\ntouch {mark}\nexit 1\n")
-    (fake / "python").chmod(0o755)
-    env = {"PATH": f"{fake}{os.pathsep}{os.environ['PATH']}", "TAUS": "0.5 x"}
+    path, mark = path_with_a_marking_python(tmp_path)
+    env = {"PATH": path, "TAUS": "0.5 x"}
     result = run_recipe("flexible_attention.sh", [str(tmp_path / "no_data"), str(tmp_path / "out")], env)
     assert result.returncode == 2 and "TAUS: 'x' is not a positive number" in result.stderr
     assert not mark.exists()
@@ -173,12 +178,8 @@ def test_install_refuses_an_unknown_extension_set_before_pip(tmp_path):
     """install.sh's FAIRSEQ_EXTENSIONS takes translation or all: another value is refused in
     one line naming both, before anything is installed (a `python` first on PATH that leaves a
     mark is never started)."""
-    fake = tmp_path / "bin"
-    fake.mkdir()
-    mark = tmp_path / "python_started"
-    (fake / "python").write_text(f"#!/bin/sh\ntouch {mark}\nexit 1\n")
-    (fake / "python").chmod(0o755)
-    env = {"PATH": f"{fake}{os.pathsep}{os.environ['PATH']}", "FAIRSEQ_EXTENSIONS": "nat"}
+    path, mark = path_with_a_marking_python(tmp_path)
+    env = {"PATH": path, "FAIRSEQ_EXTENSIONS": "nat"}
     result = run_recipe("install.sh", [], env)
     assert result.returncode == 2 and not mark.exists()
     [line] = result.stderr.strip().splitlines()
