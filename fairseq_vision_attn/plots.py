@@ -505,6 +505,18 @@ def place_labels(ax, labelled, fontsize=6):
     return placed
 
 
+def family_styles(families):
+    """A (colour, marker) for each family, none shared: the colour cycle's colours with circles,
+    then again with squares, triangles, ... (matplotlib's ten colours alone repeat at the 11th)."""
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    markers = "os^Dvp*hX<>"
+    if len(families) > len(colours) * len(markers):
+        raise VisionAttnError(
+            f"{len(families)} families to draw: at most {len(colours) * len(markers)} can be told apart"
+        )
+    return {name: (colours[i % len(colours)], markers[i // len(colours)]) for i, name in enumerate(families)}
+
+
 def plot_latency(points, path, title="latency / quality"):
     """BLEU against each latency metric of the points; one line per family sorted by latency,
     every point labelled with its name (place_labels: clear of other labels, points and lines)."""
@@ -512,6 +524,7 @@ def plot_latency(points, path, title="latency / quality"):
     fig, axes = plt.subplots(1, len(metrics), figsize=(5.0 * len(metrics), 4.2), squeeze=False)
     axes = axes[0]
     families = sorted({family for _, family, _, _ in points})
+    styles = family_styles([family for family in families if family != "offline"])
     for ax, metric in zip(axes, metrics):
         for family in families:
             members = sorted((lat[metric], bleu, name) for name, fam, bleu, lat in points if fam == family)
@@ -519,7 +532,9 @@ def plot_latency(points, path, title="latency / quality"):
                 for _, bleu, name in members:
                     ax.axhline(bleu, color="grey", ls="--", lw=1, label=f"{name} (offline)")
                 continue
-            ax.plot([m[0] for m in members], [m[1] for m in members], "o-", ms=4, label=family)
+            colour, marker = styles[family]
+            xs, ys = [m[0] for m in members], [m[1] for m in members]
+            ax.plot(xs, ys, "-", color=colour, marker=marker, ms=4, label=family)
         ax.set_xlabel(metric)
         ax.set_ylabel("BLEU")
         ax.grid(alpha=0.3)

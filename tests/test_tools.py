@@ -470,6 +470,34 @@ def test_latency_plot_seed_means_and_queue_names(tmp_path, capsys):
     assert exit_.value.code == 2 and "the seeds of m are in families a, b" in capsys.readouterr().err
 
 
+def test_latency_plot_families_never_share_a_colour_and_marker(tmp_path):
+    """matplotlib's colour cycle has ten colours: the eleventh family (docs/results/deen_line has
+    eleven) gets the first colour again, with the next marker, so no two curves look alike; the
+    plot of twelve families draws twelve lines in twelve styles."""
+    from fairseq_vision_attn import plots
+
+    names = [f"family {i:02d}" for i in range(25)]
+    styles = plots.family_styles(names)
+    assert len(set(styles.values())) == 25
+    (first_colour, first_marker), (colour, marker) = styles["family 00"], styles["family 10"]
+    assert colour == first_colour and marker != first_marker
+    rows = "".join(f"s{i}\t{i}\t{i}\t{names[i]}\n" for i in range(12))
+    table = tmp_path / "points.tsv"
+    table.write_text("system\tBLEU\tDAL\tfamily\n" + rows)
+    drawn = []
+    original = plots.plt.Axes.plot
+
+    def recording_plot(ax, *args, **kwargs):
+        drawn.append((kwargs["label"], kwargs["color"], kwargs["marker"]))
+        return original(ax, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plots.plt.Axes, "plot", recording_plot)
+        plots.main(["latency", "--points", str(table), "--out", str(tmp_path / "line.png")])
+    assert sorted(label for label, _, _ in drawn) == names[:12]
+    assert len({(colour, marker) for _, colour, marker in drawn}) == 12
+
+
 def test_report_ribes_by_hand(tmp_path, capsys, monkeypatch):
     """RIBES = NKT * P^0.25 * BP^0.10 (Isozaki et al. 2010): an identical sentence scores 1; one
     swapped pair of 4 words has Kendall's tau (5 - 1) / 6, NKT = (tau + 1) / 2 = 5/6, P = BP = 1;
