@@ -470,7 +470,7 @@ def test_latency_plot_seed_means_and_queue_names(tmp_path, capsys):
     assert exit_.value.code == 2 and "the seeds of m are in families a, b" in capsys.readouterr().err
 
 
-def test_latency_plot_families_never_share_a_colour_and_marker(tmp_path):
+def test_latency_plot_families_never_share_a_colour_and_marker(tmp_path, monkeypatch):
     """matplotlib's colour cycle has ten colours: the eleventh family (docs/results/deen_line has
     eleven) gets the first colour again, with the next marker, so no two curves look alike; the
     plot of twelve families draws twelve lines in twelve styles."""
@@ -491,9 +491,8 @@ def test_latency_plot_families_never_share_a_colour_and_marker(tmp_path):
         drawn.append((kwargs["label"], kwargs["color"], kwargs["marker"]))
         return original(ax, *args, **kwargs)
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(plots.plt.Axes, "plot", recording_plot)
-        plots.main(["latency", "--points", str(table), "--out", str(tmp_path / "line.png")])
+    monkeypatch.setattr(plots.plt.Axes, "plot", recording_plot)
+    plots.main(["latency", "--points", str(table), "--out", str(tmp_path / "line.png")])
     assert sorted(label for label, _, _ in drawn) == names[:12]
     assert len({(colour, marker) for _, colour, marker in drawn}) == 12
 
