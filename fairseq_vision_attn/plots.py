@@ -521,7 +521,7 @@ def plot_latency(points, path, title="latency / quality"):
     """BLEU against each latency metric of the points; one line per family sorted by latency,
     every point labelled with its name (place_labels: clear of other labels, points and lines)."""
     metrics = list(points[0][3]) if points else ["DAL"]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(5.0 * len(metrics), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5.0 * len(metrics) + 2.2, 4.2), squeeze=False)
     axes = axes[0]
     families = sorted({family for _, family, _, _ in points})
     styles = family_styles([family for family in families if family != "offline"])
@@ -539,7 +539,9 @@ def plot_latency(points, path, title="latency / quality"):
         ax.set_ylabel("BLEU")
         ax.grid(alpha=0.3)
         ax.margins(x=0.12, y=0.08)  # room for the labels of the outermost points
-    axes[0].legend(fontsize=7)
+    # right of the last axes, not inside one: place_labels keeps labels clear of points and lines,
+    # and a legend inside would cover them
+    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=7, frameon=False)
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     for ax, metric in zip(axes, metrics):  # the labels last: the axes have their final size

@@ -497,6 +497,30 @@ def test_latency_plot_families_never_share_a_colour_and_marker(tmp_path, monkeyp
     assert len({(colour, marker) for _, colour, marker in drawn}) == 12
 
 
+def test_latency_plot_legend_covers_no_axes(tmp_path, monkeypatch):
+    """The legend (one entry per family, eleven in docs/results/deen_line) stands right of the last
+    panel: its box overlaps no panel's axes, where place_labels keeps each label clear of points
+    and lines and a legend inside a panel would cover them."""
+    from fairseq_vision_attn import plots
+
+    rows = "".join(f"s{i}\t{30 + i}\t{1 + i / 2}\t{2 + i / 2}\tfamily {i:02d}\n" for i in range(11))
+    table = tmp_path / "points.tsv"
+    table.write_text("system\tBLEU\tDAL\tLAAL\tfamily\n" + rows)
+    closed = []
+    monkeypatch.setattr(plots.plt, "close", closed.append)  # keep the figure to measure it
+    out = str(tmp_path / "line.png")
+    plots.main(["latency", "--points", str(table), "--metrics", "DAL", "LAAL", "--out", out])
+    (fig,) = closed
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    legends = [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    assert len(legends) == 1 and len(legends[0].get_texts()) == 11
+    box = legends[0].get_window_extent(renderer)
+    assert not any(box.overlaps(ax.get_window_extent(renderer)) for ax in fig.axes)
+    assert box.x0 > max(ax.get_window_extent(renderer).x1 for ax in fig.axes)  # right of them
+    assert box.x1 <= fig.bbox.x1  # and inside the saved image
+
+
 def test_report_ribes_by_hand(tmp_path, capsys, monkeypatch):
     """RIBES = NKT * P^0.25 * BP^0.10 (Isozaki et al. 2010): an identical sentence scores 1; one
     swapped pair of 4 words has Kendall's tau (5 - 1) / 6, NKT = (tau + 1) / 2 = 5/6, P = BP = 1;
