@@ -472,7 +472,7 @@ def test_latency_plot_seed_means_and_queue_names(tmp_path, capsys):
 
 def test_latency_plot_families_never_share_a_colour_and_marker(tmp_path, monkeypatch):
     """matplotlib's colour cycle has ten colours: the eleventh family (docs/results/deen_line has
-    eleven) gets the first colour again, with the next marker, so no two curves look alike; the
+    twelve) gets the first colour again, with the next marker, so no two curves look alike; the
     plot of twelve families draws twelve lines in twelve styles."""
     from fairseq_vision_attn import plots
 
@@ -498,7 +498,7 @@ def test_latency_plot_families_never_share_a_colour_and_marker(tmp_path, monkeyp
 
 
 def test_latency_plot_legend_covers_no_axes(tmp_path, monkeypatch):
-    """The legend (one entry per family, eleven in docs/results/deen_line) stands right of the last
+    """The legend (one entry per family, twelve in docs/results/deen_line) stands right of the last
     panel: its box overlaps no panel's axes, where place_labels keeps each label clear of points
     and lines and a legend inside a panel would cover them."""
     from fairseq_vision_attn import plots

@@ -16,11 +16,13 @@
 # Machines differ: on 2026-12-05 evening's machine an epoch of De-En `lstm_flexible` took 6.1-7.7
 # minutes on two threads alone (10-24 beside a fresh-clone check; 9.6 alone on 2026-12-06), so
 # one De-En model outlasts a 3-hour session; a row resumes only where its folder survived.
-# The default rows (after 2026-12-06 night): wait-5 in the conditional decoder order
-# (deen_cond:waitk5_cond_s1: the wait-k point MILk's conditional run is compared with) in lane A,
-# SACT in the authors' Luong order (deen_step:sact_embed_luong_s1) in lane B. MILk lambda 0.1 held
+# The default rows (after 2026-12-06 late evening): wait-7 then wait-3 in the conditional decoder
+# order (deen_cond2:waitk7_cond_s1, deen_cond:waitk3_cond_s1: the rest of the wait-k line MILk's
+# conditional run is compared with) in lane A, SACT in the authors' Luong order
+# (deen_step:sact_embed_luong_s1) in lane B. Wait-5 in the conditional order
+# (deen_cond:waitk5_cond_s1) reached the rule's end on 2026-12-06 late evening; MILk lambda 0.1 held
 # in the conditional order at seed 2 (deen_cond:milk_0.1_hold_cond_s2) and MoChA's second seed at
-# noise 4 (deen_mocha:mocha_0.1_s2) reached the rule's end on 2026-12-06, flexible attention's
+# noise 4 (deen_mocha:mocha_0.1_s2) on 2026-12-06, flexible attention's
 # seeds 2 and 3 (deen_5:flexible_s2, deen_7:flexible_s3) on 2026-12-05 and 2026-12-06
 # (docs/results.md).
 # SACT's second and third seeds (deen_5:sact_embed_s2, deen_7:sact_embed_s3) and lstm_global's third
@@ -33,7 +35,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
 OUT=$(arg_path "${2:-}" "$ROOT/outputs/claims/deen")
-LANE_A=${LANE_A:-"deen_cond:waitk5_cond_s1"}
+LANE_A=${LANE_A:-"deen_cond2:waitk7_cond_s1 deen_cond:waitk3_cond_s1"}
 LANE_B=${LANE_B:-"deen_step:sact_embed_luong_s1"}
 LANES=${LANES:-2}
 [[ $LANES == 1 || $LANES == 2 ]] || usage_error "LANES=$LANES: valid values are 1 (one lane, two threads) \
