@@ -521,7 +521,8 @@ def plot_latency(points, path, title="latency / quality"):
     """BLEU against each latency metric of the points; one line per family sorted by latency,
     every point labelled with its name (place_labels: clear of other labels, points and lines)."""
     metrics = list(points[0][3]) if points else ["DAL"]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(5.0 * len(metrics) + 2.2, 4.2), squeeze=False)
+    legend_width = 2.2  # inches right of the panels for the legend (a family name is up to ~40 characters)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5.0 * len(metrics) + legend_width, 4.2), squeeze=False)
     axes = axes[0]
     families = sorted({family for _, family, _, _ in points})
     styles = family_styles([family for family in families if family != "offline"])
