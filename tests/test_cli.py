@@ -326,6 +326,22 @@ def test_streaming_beam_message_and_length_limit(trained, toy_data_bin, tmp_path
     assert beam.stderr.count("--beam 4 ignored") == 1
 
 
+def test_plain_translation_task_is_named_once_and_ours_is_not(trained, toy_data_bin):
+    """fairseq's default --task translation decodes our checkpoints with fairseq's own generator (no
+    delays, no latency line): one warning names the task to add; translation_vision_attn says
+    nothing of it."""
+    ckpt = trained["lstm_milk"] / "checkpoint_best.pt"
+    ours = generate_args(toy_data_bin, ckpt)
+    at = ours.index("--task")
+    plain = ours[:at] + ours[at + 2 :]  # no --task: fairseq's default, translation
+    hint = "add --task translation_vision_attn"
+    proc = run_cli(plain, cwd=REPO)
+    output = proc.stdout + proc.stderr
+    assert output.count(hint) == 1 and "BLEU4" in output and "| vision-attn stats" not in output
+    proc = run_cli(ours, cwd=REPO)
+    assert hint not in proc.stdout + proc.stderr and "| vision-attn stats" in proc.stdout
+
+
 def test_streaming_decoding_flags_and_input(trained, toy_data_bin, tmp_path):
     """--test-waitk-lagging changes wait-k's schedule at test time and is refused (one line)
     by any other checkpoint."""

@@ -72,6 +72,22 @@ def dictionary_fingerprint(dictionary) -> Tensor:
     return torch.tensor(list(digest), dtype=torch.uint8)
 
 
+def warn_if_plain_translation_task(task):
+    """One warning line when fairseq's own ``--task translation`` (fairseq-train's and
+    fairseq-generate's default) builds one of these models: it trains the same model, but only
+    ``translation_vision_attn`` has the package's checks and decoding (docs/fairseq-notes.md)."""
+    from fairseq.tasks.translation import TranslationTask
+
+    from ..tasks.translation_vision_attn import TranslationVisionAttnTask
+
+    if isinstance(task, TranslationTask) and not isinstance(task, TranslationVisionAttnTask):
+        logger.warning(
+            "fairseq's translation task: add --task translation_vision_attn, which alone refuses flags "
+            "this arch ignores before training, resumes with the same batches and early-stopping count, "
+            "decodes every sentence and decodes streaming archs simultaneously with their latency"
+        )
+
+
 @register_model(MODEL_NAME)
 class VisionAttnLSTMModel(FairseqEncoderDecoderModel):
     """LSTM encoder-decoder whose attention is chosen by ``--attention`` (see :mod:`..attention`)."""
@@ -143,6 +159,7 @@ class VisionAttnLSTMModel(FairseqEncoderDecoderModel):
     @classmethod
     def build_model(cls, args, task):
         """Build a new model instance (called by fairseq-train and checkpoint loading)."""
+        warn_if_plain_translation_task(task)
         base_architecture(args)
         validate_args(args)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
