@@ -54,6 +54,9 @@ if not started_as_text_tool(tools=TEXT_TOOLS + CHECKPOINT_TOOLS):
     keep_lr_schedule_on_resume()
 
     from . import attention, criterions, models, tasks  # noqa: F401  (registration)
+    from .tasks.translation_vision_attn import refuse_task_flags_without_the_task
+
+    refuse_task_flags_without_the_task(sys.argv)
 
 __version__ = "0.1.0"
 __all__ = ["CHECKPOINT_TOOLS", "TEXT_TOOLS", "VisionAttnError", "__version__", "started_as_text_tool"]

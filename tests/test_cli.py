@@ -342,6 +342,47 @@ def test_plain_translation_task_is_named_once_and_ours_is_not(trained, toy_data_
     assert hint not in proc.stdout + proc.stderr and "| vision-attn stats" in proc.stdout
 
 
+@pytest.mark.parametrize(
+    "argv,named",
+    [
+        (["fairseq-generate", "bin", "--vision-span-threshold", "1.2"], "--vision-span-threshold"),
+        (["fairseq-train", "bin", "--task", "translation", "--monotonic-stop=energy"], "--monotonic-stop"),
+        (["fairseq-interactive", "--stats-output", "s", "--test-waitk-lagging", "2"], "--stats-output, "),
+        (["fairseq-generate", "bin", "--task", "translation_vision_attn", "--stats-output", "s"], None),
+        (["fairseq-generate", "--task=translation_vision_attn", "--monotonic-stop-threshold", "0.6"], None),
+        (["fairseq-generate", "bin", "--task", "translation", "--beam", "5"], None),  # none of ours
+        (["simuleval", "--stats-output", "s"], None),  # not a fairseq command
+    ],
+)
+def test_task_flags_without_the_task_are_named(argv, named):
+    """The task's flags (its config's own fields) under fairseq's default task or another one:
+    one error naming them and the task to add; with the task, or no such flag, or another
+    program: nothing."""
+    from fairseq_vision_attn.errors import VisionAttnError
+    from fairseq_vision_attn.tasks.translation_vision_attn import refuse_task_flags_without_the_task
+
+    if named is None:
+        refuse_task_flags_without_the_task(argv)
+        return
+    with pytest.raises(VisionAttnError) as error:
+        refuse_task_flags_without_the_task(argv)
+    message = str(error.value)
+    assert message.startswith(named) and message.endswith("add --task translation_vision_attn")
+
+
+def test_task_flag_without_the_task_fails_in_one_line(trained, toy_data_bin):
+    """Through the real command: where fairseq alone says 'unrecognized arguments', the flag and
+    the task to add, in one line, before anything is loaded."""
+    args = generate_args(toy_data_bin, trained["lstm_flexible"] / "checkpoint_best.pt")
+    at = args.index("--task")
+    proc = run_cli(args[:at] + args[at + 2 :] + ["--vision-span-threshold", "1.2"], cwd=REPO, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "fairseq-vision-attn: error: --vision-span-threshold: a flag of --task translation_vision_attn, "
+        "and this command runs --task translation: add --task translation_vision_attn"
+    )
+
+
 def test_streaming_decoding_flags_and_input(trained, toy_data_bin, tmp_path):
     """--test-waitk-lagging changes wait-k's schedule at test time and is refused (one line)
     by any other checkpoint."""

@@ -43,6 +43,7 @@ teacher-forced pass, see :mod:`..stats`).
 import atexit
 import collections
 import contextlib
+import dataclasses
 import inspect
 import json
 import logging
@@ -108,6 +109,37 @@ class TranslationVisionAttnConfig(TranslationConfig):
             "checkpoint was trained with"
         },
     )
+
+
+#: the flags this task adds to fairseq's translation task
+TASK_FLAGS = tuple(
+    "--" + f.name.replace("_", "-")
+    for f in dataclasses.fields(TranslationVisionAttnConfig)
+    if f.name not in {g.name for g in dataclasses.fields(TranslationConfig)}
+)
+
+
+def refuse_task_flags_without_the_task(argv):
+    """A fairseq command (fairseq-train, fairseq-generate, ...) given one of this task's flags
+    under another ``--task`` fails in one line that names the task to add, where argparse would
+    only call the flag unrecognized. ``argv``: the command line (``sys.argv``); other programs
+    (pytest, simuleval, ``python -m``) are left alone."""
+    if not os.path.basename(argv[0]).startswith("fairseq-"):
+        return
+    task, given = "translation", []  # fairseq's default task
+    words = iter(argv[1:])
+    for word in words:
+        name, eq, value = word.partition("=")
+        if name == "--task":
+            task = value if eq else next(words, task)
+        elif name in TASK_FLAGS:
+            given.append(name)
+    if given and task != "translation_vision_attn":
+        raise VisionAttnError(
+            f"{', '.join(given)}: {'a flag' if len(given) == 1 else 'flags'} of --task "
+            "translation_vision_attn, and this command runs "
+            f"--task {task}: add --task translation_vision_attn"
+        )
 
 
 def check_stats_output(path):
