@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 import random
 import statistics
 import sys
@@ -495,6 +496,38 @@ def test_latency_plot_families_never_share_a_colour_and_marker(tmp_path, monkeyp
     plots.main(["latency", "--points", str(table), "--out", str(tmp_path / "line.png")])
     assert sorted(label for label, _, _ in drawn) == names[:12]
     assert len({(colour, marker) for _, colour, marker in drawn}) == 12
+
+
+@pytest.mark.parametrize("subset", ["valid", "test", "test1"])
+def test_latency_plot_of_the_committed_line_puts_no_label_on_another(subset, tmp_path, monkeypatch):
+    """The De-En latency plot the results page draws (docs/results/deen_line.SUBSET.tsv,
+    --seed-means: 24 points of 12 families, crowded between DAL 3 and 7): no label's text
+    overlaps another's in its panel (the nearer offsets alone left 2-3 such pairs on each)."""
+    from matplotlib.text import Text
+
+    from fairseq_vision_attn import plots
+
+    overlaps = []
+    place = plots.place_labels
+
+    def checked(ax, labelled, fontsize=6):
+        placed = place(ax, labelled, fontsize)
+        ax.figure.canvas.draw()  # where the labels stand once drawn
+        renderer = ax.figure.canvas.get_renderer()
+        boxes = [Text.get_window_extent(label, renderer) for label in placed]
+        overlaps.extend(
+            (placed[i].get_text(), placed[j].get_text())
+            for i in range(len(boxes))
+            for j in range(i)
+            if boxes[i].overlaps(boxes[j])
+        )
+        overlaps.append(len(placed))  # a count per panel: the check ran
+        return placed
+
+    monkeypatch.setattr(plots, "place_labels", checked)
+    points = plots.read_latency_points(os.path.join(REPO, "docs", "results", f"deen_line.{subset}.tsv"))
+    plots.plot_latency(plots.seed_means(points), str(tmp_path / "line.png"))
+    assert overlaps == [24], overlaps
 
 
 def test_latency_plot_legend_covers_no_axes(tmp_path, monkeypatch):
