@@ -501,13 +501,15 @@ def test_latency_plot_families_never_share_a_colour_and_marker(tmp_path, monkeyp
 @pytest.mark.parametrize("subset", ["valid", "test", "test1"])
 def test_latency_plot_of_the_committed_line_puts_no_label_on_another(subset, tmp_path, monkeypatch):
     """The De-En latency plot the results page draws (docs/results/deen_line.SUBSET.tsv,
-    --seed-means: 24 points of 12 families, crowded between DAL 3 and 7): no label's text
-    overlaps another's in its panel (the nearer offsets alone left 2-3 such pairs on each)."""
+    --seed-means: 24 points of 12 families on 2026-12-07, crowded between DAL 3 and 7): no
+    label's text overlaps another's in its panel (the nearer offsets and unweighted clashes left
+    2-5 such pairs on each). A row added that crowds it past what place_labels can clear fails
+    here."""
     from matplotlib.text import Text
 
     from fairseq_vision_attn import plots
 
-    overlaps = []
+    overlaps, counts = [], []
     place = plots.place_labels
 
     def checked(ax, labelled, fontsize=6):
@@ -521,13 +523,15 @@ def test_latency_plot_of_the_committed_line_puts_no_label_on_another(subset, tmp
             for j in range(i)
             if boxes[i].overlaps(boxes[j])
         )
-        overlaps.append(len(placed))  # a count per panel: the check ran
+        counts.append(len(placed))  # per panel: the check ran on every label
         return placed
 
     monkeypatch.setattr(plots, "place_labels", checked)
     points = plots.read_latency_points(os.path.join(REPO, "docs", "results", f"deen_line.{subset}.tsv"))
-    plots.plot_latency(plots.seed_means(points), str(tmp_path / "line.png"))
-    assert overlaps == [24], overlaps
+    means = plots.seed_means(points)
+    plots.plot_latency(means, str(tmp_path / "line.png"))
+    assert counts == [len(means)] and len(means) >= 20
+    assert overlaps == []
 
 
 def test_latency_plot_legend_covers_no_axes(tmp_path, monkeypatch):
