@@ -875,6 +875,26 @@ def test_bad_training_flags_fail_clearly(arch, flags, named, toy_data_bin, tmp_p
     assert not list(tmp_path.glob("*.pt")), sorted(p.name for p in tmp_path.iterdir())
 
 
+@pytest.mark.parametrize(
+    "arch,criterion,named",
+    [
+        ("lstm_global", "latency_augmented_cross_entropy", "needs a streaming arch"),
+        ("lstm_milk", "flexible_attention_cross_entropy", "needs a model with flexible attention"),
+    ],
+)
+def test_criterion_for_another_arch_is_refused_under_fairseqs_task_too(
+    arch, criterion, named, toy_data_bin, tmp_path
+):
+    """Without --task (fairseq's translation) the model refuses the criterion as it is built, as
+    translation_vision_attn does: one line, before any update, so no crash.pt."""
+    args = train_args(toy_data_bin, tmp_path, arch) + ["--criterion", criterion]
+    at = args.index("--task")
+    proc = run_cli(args[:at] + args[at + 2 :], cwd=REPO, check=False)
+    assert proc.returncode != 0 and named in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert not list(tmp_path.glob("*.pt")), sorted(p.name for p in tmp_path.iterdir())
+
+
 def test_unwritable_stats_output_fails_clearly(trained, toy_data_bin, tmp_path):
     missing = tmp_path / "no" / "such" / "dir" / "stats.jsonl"
     proc = run_cli(

@@ -72,20 +72,31 @@ def dictionary_fingerprint(dictionary) -> Tensor:
     return torch.tensor(list(digest), dtype=torch.uint8)
 
 
-def warn_if_plain_translation_task(task):
-    """One warning line when fairseq's own ``--task translation`` (fairseq-train's and
-    fairseq-generate's default) builds one of these models: it trains the same model, but only
-    ``translation_vision_attn`` has the package's checks and decoding (docs/fairseq-notes.md)."""
+def check_under_plain_translation_task(args, task, model):
+    """When fairseq's own ``--task translation`` (fairseq-train's and fairseq-generate's default)
+    builds one of these models: one warning line (it trains the same model, but only
+    ``translation_vision_attn`` has the package's checks and decoding: docs/fairseq-notes.md), and
+    a criterion that needs another kind of model (``accepts``) refused here, before any training
+    step, as that task refuses it (else the criterion's forward does, and fairseq writes a
+    ``crash.pt``)."""
+    from fairseq.criterions import CRITERION_REGISTRY
     from fairseq.tasks.translation import TranslationTask
 
     from ..tasks.translation_vision_attn import TranslationVisionAttnTask
 
-    if isinstance(task, TranslationTask) and not isinstance(task, TranslationVisionAttnTask):
-        logger.warning(
-            "fairseq's translation task: add --task translation_vision_attn, which alone refuses flags "
-            "this arch ignores before training, resumes with the same batches and early-stopping count, "
-            "decodes every sentence and decodes streaming archs simultaneously with their latency"
-        )
+    if not isinstance(task, TranslationTask) or isinstance(task, TranslationVisionAttnTask):
+        return
+    logger.warning(
+        "fairseq's translation task: add --task translation_vision_attn, which alone refuses flags "
+        "this arch ignores before training, resumes with the same batches and early-stopping count, "
+        "decodes every sentence and decodes streaming archs simultaneously with their latency"
+    )
+    criterion = CRITERION_REGISTRY.get(getattr(args, "criterion", None))
+    accepts = getattr(criterion, "accepts", None)
+    mechanism = getattr(model.decoder.attention, "mechanism", model.decoder.attention)
+    if accepts is not None and not accepts(mechanism):
+        name = getattr(mechanism, "registry_name", type(mechanism).__name__)
+        raise VisionAttnError(f"{criterion.NEEDS}; this model's attention is {name!r}")
 
 
 @register_model(MODEL_NAME)
@@ -159,7 +170,6 @@ class VisionAttnLSTMModel(FairseqEncoderDecoderModel):
     @classmethod
     def build_model(cls, args, task):
         """Build a new model instance (called by fairseq-train and checkpoint loading)."""
-        warn_if_plain_translation_task(task)
         base_architecture(args)
         validate_args(args)
         src_dict, tgt_dict = task.source_dictionary, task.target_dictionary
@@ -171,6 +181,7 @@ class VisionAttnLSTMModel(FairseqEncoderDecoderModel):
         if args.param_init > 0:
             model.init_uniform(args.param_init)
         model.arch_name = getattr(args, "arch", MODEL_NAME)
+        check_under_plain_translation_task(args, task, model)
         return model
 
     @property
