@@ -12,6 +12,15 @@ def attention_extras(net_output):
     return extra.get("attention_extras", {}) if isinstance(extra, dict) else {}
 
 
+def refuse_unaccepted(criterion, mechanism):
+    """One line when ``criterion`` (a criterion class with ``accepts`` and ``NEEDS``) cannot train
+    a model with this attention ``mechanism``; criteria without ``accepts`` take any model."""
+    accepts = getattr(criterion, "accepts", None)
+    if accepts is not None and mechanism is not None and not accepts(mechanism):
+        name = getattr(mechanism, "registry_name", type(mechanism).__name__)
+        raise VisionAttnError(f"{criterion.NEEDS}; this model's attention is {name!r}")
+
+
 def forward_with_extras(criterion, model, sample, reduce, key, needs):
     """The forward pass, fairseq's label-smoothed cross-entropy and the per-step statistics;
     a model whose attention does not report ``key`` is refused (``needs``: which archs do)."""

@@ -82,6 +82,7 @@ def check_under_plain_translation_task(args, task, model):
     from fairseq.criterions import CRITERION_REGISTRY
     from fairseq.tasks.translation import TranslationTask
 
+    from ..criterions.common import refuse_unaccepted
     from ..tasks.translation_vision_attn import TranslationVisionAttnTask
 
     if not isinstance(task, TranslationTask) or isinstance(task, TranslationVisionAttnTask):
@@ -91,12 +92,10 @@ def check_under_plain_translation_task(args, task, model):
         "this arch ignores before training, resumes with the same batches and early-stopping count, "
         "decodes every sentence and decodes streaming archs simultaneously with their latency"
     )
-    criterion = CRITERION_REGISTRY.get(getattr(args, "criterion", None))
-    accepts = getattr(criterion, "accepts", None)
-    mechanism = getattr(model.decoder.attention, "mechanism", model.decoder.attention)
-    if accepts is not None and not accepts(mechanism):
-        name = getattr(mechanism, "registry_name", type(mechanism).__name__)
-        raise VisionAttnError(f"{criterion.NEEDS}; this model's attention is {name!r}")
+    attention = model.decoder.attention
+    refuse_unaccepted(
+        CRITERION_REGISTRY.get(getattr(args, "criterion", None)), getattr(attention, "mechanism", attention)
+    )
 
 
 @register_model(MODEL_NAME)

@@ -61,6 +61,7 @@ from fairseq.tasks import FairseqTask, register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
 from ..attention.monotonic import STOP_RULES, check_stop_threshold
+from ..criterions.common import refuse_unaccepted
 from ..errors import VisionAttnError
 from ..latency import latency_scores
 from ..models.lstm_attention import refuse_ignored_flags
@@ -360,11 +361,7 @@ class TranslationVisionAttnTask(TranslationTask):
         then the criterion, so this fails before any training step (and before fairseq writes a
         ``crash.pt``)."""
         criterion = super().build_criterion(cfg, from_checkpoint)
-        accepts = getattr(criterion, "accepts", None)
-        mechanism = getattr(self, "built_mechanism", None)
-        if accepts is not None and mechanism is not None and not accepts(mechanism):
-            name = getattr(mechanism, "registry_name", type(mechanism).__name__)
-            raise VisionAttnError(f"{criterion.NEEDS}; this model's attention is {name!r}")
+        refuse_unaccepted(type(criterion), getattr(self, "built_mechanism", None))
         return criterion
 
     def train_step(self, sample, model, criterion, optimizer, update_num, ignore_grad=False):
