@@ -90,6 +90,12 @@ def generate_args(data_bin, checkpoint, *extra):
     ]
 
 
+def without_task(args):
+    """A command line less its ``--task NAME``: fairseq's default task, translation."""
+    at = args.index("--task")
+    return args[:at] + args[at + 2 :]
+
+
 def interactive_args(data_bin, checkpoint, *extra):
     return [
         "fairseq-interactive",
@@ -332,8 +338,7 @@ def test_plain_translation_task_is_named_once_and_ours_is_not(trained, toy_data_
     nothing of it."""
     ckpt = trained["lstm_milk"] / "checkpoint_best.pt"
     ours = generate_args(toy_data_bin, ckpt)
-    at = ours.index("--task")
-    plain = ours[:at] + ours[at + 2 :]  # no --task: fairseq's default, translation
+    plain = without_task(ours)
     hint = "add --task translation_vision_attn"
     proc = run_cli(plain, cwd=REPO)
     output = proc.stdout + proc.stderr
@@ -374,8 +379,7 @@ def test_task_flag_without_the_task_fails_in_one_line(trained, toy_data_bin):
     """Through the real command: where fairseq alone says 'unrecognized arguments', the flag and
     the task to add, in one line, before anything is loaded."""
     args = generate_args(toy_data_bin, trained["lstm_flexible"] / "checkpoint_best.pt")
-    at = args.index("--task")
-    proc = run_cli(args[:at] + args[at + 2 :] + ["--vision-span-threshold", "1.2"], cwd=REPO, check=False)
+    proc = run_cli(without_task(args) + ["--vision-span-threshold", "1.2"], cwd=REPO, check=False)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert proc.stderr.strip().splitlines()[-1] == (
         "fairseq-vision-attn: error: --vision-span-threshold: a flag of --task translation_vision_attn, "
@@ -888,8 +892,7 @@ def test_criterion_for_another_arch_is_refused_under_fairseqs_task_too(
     """Without --task (fairseq's translation) the model refuses the criterion as it is built, as
     translation_vision_attn does: one line, before any update, so no crash.pt."""
     args = train_args(toy_data_bin, tmp_path, arch) + ["--criterion", criterion]
-    at = args.index("--task")
-    proc = run_cli(args[:at] + args[at + 2 :], cwd=REPO, check=False)
+    proc = run_cli(without_task(args), cwd=REPO, check=False)
     assert proc.returncode != 0 and named in proc.stderr, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert not list(tmp_path.glob("*.pt")), sorted(p.name for p in tmp_path.iterdir())
