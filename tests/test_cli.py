@@ -1001,14 +1001,30 @@ def test_checkpoint_of_another_arch_fails_clearly(trained, toy_data_bin, tmp_pat
 
 
 def test_checkpoint_storing_an_ignored_flag_still_loads(toy_data_bin, tmp_path):
-    """fairseq-train refuses --local-window-d on lstm_global (test_flag_sweep.py); a checkpoint
-    that stores such a value (here trained with fairseq's plain translation task, which runs no
-    such check) still decodes: the check applies to the user's flags, not to a checkpoint's."""
-    plain = train_args(toy_data_bin, tmp_path / "plain", "lstm_global", "--local-window-d", "3")
-    plain[plain.index("translation_vision_attn")] = "translation"
-    run_cli(plain, cwd=REPO)
-    out = run_cli(generate_args(toy_data_bin, tmp_path / "plain" / "checkpoint_best.pt"), cwd=REPO)
+    """fairseq-train refuses --local-window-d on lstm_global, under either task
+    (test_flag_sweep.py, test_ignored_flag_is_refused_under_fairseqs_task_too); a checkpoint that
+    stores such a value (one trained before that refusal: here its stored arguments are edited)
+    still decodes: the check applies to the user's flags, not to a checkpoint's."""
+    run_cli(train_args(toy_data_bin, tmp_path / "plain", "lstm_global"), cwd=REPO)
+    checkpoint = tmp_path / "plain" / "checkpoint_best.pt"
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    state["cfg"]["model"].local_window_d = 3
+    torch.save(state, checkpoint)
+    out = run_cli(generate_args(toy_data_bin, checkpoint), cwd=REPO)
     assert "BLEU4" in out.stdout
+
+
+def test_ignored_flag_is_refused_under_fairseqs_task_too(toy_data_bin, tmp_path):
+    """Without --task (fairseq's translation) fairseq-train refuses a flag the arch's attention
+    ignores, in the line translation_vision_attn gives, before anything is written."""
+    args = without_task(train_args(toy_data_bin, tmp_path, "lstm_global", "--local-window-d", "3"))
+    proc = run_cli(args, cwd=REPO, check=False)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.stderr.splitlines()[-1].endswith(
+        "--local-window-d 3 has no effect here: it is read only with --attention local, and this "
+        "model has --attention additive (--arch lstm_global); drop the flag or pick that mechanism"
+    ), proc.stderr[-2000:]
+    assert not list(tmp_path.glob("*.pt")), sorted(p.name for p in tmp_path.iterdir())
 
 
 def test_checkpoint_of_fairseqs_own_lstm(toy_data_bin, tmp_path):

@@ -40,6 +40,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import sys
 from typing import Dict, List
 
 import torch
@@ -72,13 +73,15 @@ def dictionary_fingerprint(dictionary) -> Tensor:
     return torch.tensor(list(digest), dtype=torch.uint8)
 
 
-def check_under_plain_translation_task(args, task, model):
+def check_under_plain_translation_task(args, task, model, argv=None):
     """When fairseq's own ``--task translation`` (fairseq-train's and fairseq-generate's default)
     builds one of these models: one warning line (it trains the same model, but only
-    ``translation_vision_attn`` has the package's checks and decoding: docs/fairseq-notes.md), and
-    a criterion that needs another kind of model (``accepts``) refused here, before any training
-    step, as that task refuses it (else the criterion's forward does, and fairseq writes a
-    ``crash.pt``)."""
+    ``translation_vision_attn`` has the package's decoding and exact resume:
+    docs/fairseq-notes.md), and, before any training step, as that task does: a criterion that
+    needs another kind of model (``accepts``) refused (else the criterion's forward does, and
+    fairseq writes a ``crash.pt``), and under fairseq-train (``argv``: the command line,
+    ``sys.argv``) a flag this model's attention ignores. Other commands build from a checkpoint,
+    whose stored arguments are not the user's flags."""
     from fairseq.criterions import CRITERION_REGISTRY
     from fairseq.tasks.translation import TranslationTask
 
@@ -88,14 +91,16 @@ def check_under_plain_translation_task(args, task, model):
     if not isinstance(task, TranslationTask) or isinstance(task, TranslationVisionAttnTask):
         return
     logger.warning(
-        "fairseq's translation task: add --task translation_vision_attn, which alone refuses flags "
-        "this arch ignores before training, resumes with the same batches and early-stopping count, "
-        "decodes every sentence and decodes streaming archs simultaneously with their latency"
+        "fairseq's translation task: add --task translation_vision_attn, which alone resumes with "
+        "the same batches and early-stopping count, decodes every sentence and decodes streaming "
+        "archs simultaneously with their latency"
     )
     attention = model.decoder.attention
     refuse_unaccepted(
         CRITERION_REGISTRY.get(getattr(args, "criterion", None)), getattr(attention, "mechanism", attention)
     )
+    if os.path.basename((sys.argv if argv is None else argv)[0]) == "fairseq-train":
+        refuse_ignored_flags(args)
 
 
 @register_model(MODEL_NAME)
