@@ -473,7 +473,7 @@ def test_latency_plot_seed_means_and_queue_names(tmp_path, capsys):
 
 def test_latency_plot_families_never_share_a_colour_and_marker(tmp_path, monkeypatch):
     """matplotlib's colour cycle has ten colours: the eleventh family (docs/results/deen_line has
-    twelve) gets the first colour again, with the next marker, so no two curves look alike; the
+    thirteen) gets the first colour again, with the next marker, so no two curves look alike; the
     plot of twelve families draws twelve lines in twelve styles."""
     from fairseq_vision_attn import plots
 
@@ -501,7 +501,7 @@ def test_latency_plot_families_never_share_a_colour_and_marker(tmp_path, monkeyp
 @pytest.mark.parametrize("subset", ["valid", "test", "test1"])
 def test_latency_plot_of_the_committed_line_puts_no_label_on_another(subset, tmp_path, monkeypatch):
     """The De-En latency plot the results page draws (docs/results/deen_line.SUBSET.tsv,
-    --seed-means: 24 points of 12 families on 2026-12-07, crowded between DAL 3 and 7): no
+    --seed-means: 25 points of 13 families on 2026-12-07, crowded between DAL 3 and 7): no
     label's text overlaps another's in its panel (the nearer offsets and unweighted clashes left
     2-5 such pairs on each). A row added that crowds it past what place_labels can clear fails
     here."""
@@ -535,7 +535,7 @@ def test_latency_plot_of_the_committed_line_puts_no_label_on_another(subset, tmp
 
 
 def test_latency_plot_legend_covers_no_axes(tmp_path, monkeypatch):
-    """The legend (one entry per family, twelve in docs/results/deen_line) stands right of the last
+    """The legend (one entry per family, thirteen in docs/results/deen_line) stands right of the last
     panel: its box overlaps no panel's axes, where place_labels keeps each label clear of points
     and lines and a legend inside a panel would cover them."""
     from fairseq_vision_attn import plots

@@ -16,11 +16,11 @@
 # Machines differ: on 2026-12-05 evening's machine an epoch of De-En `lstm_flexible` took 6.1-7.7
 # minutes on two threads alone (10-24 beside a fresh-clone check; 9.6 alone on 2026-12-06), so
 # one De-En model outlasts a 3-hour session; a row resumes only where its folder survived.
-# The default rows (after 2026-12-07), in the conditional decoder order: MILk's best recipe
-# (deen_cond:milk_0.3_noise16_cond_s1: lambda 0.3, noise 16, at wait-5's lag, so compared with it
-# directly), wait-3 (deen_cond:waitk3_cond_s1), then MILk lambda 0.1 held's seed 1
+# The default rows (after 2026-12-07), in the conditional decoder order: wait-3
+# (deen_cond:waitk3_cond_s1; started on 2026-12-07), then MILk lambda 0.1 held's seed 1
 # (deen_cond2:milk_0.1_hold_cond_s1) in lane A; SACT in the authors' Luong order
-# (deen_step:sact_embed_luong_s1) in lane B. Wait-7 in the conditional order
+# (deen_step:sact_embed_luong_s1) in lane B. MILk's best recipe in that order
+# (deen_cond:milk_0.3_noise16_cond_s1: lambda 0.3, noise 16, at wait-5's lag) and wait-7
 # (deen_cond2:waitk7_cond_s1) reached the rule's end on 2026-12-07, wait-5 there
 # (deen_cond:waitk5_cond_s1) on 2026-12-06 late evening; MILk lambda 0.1 held
 # in the conditional order at seed 2 (deen_cond:milk_0.1_hold_cond_s2) and MoChA's second seed at
@@ -37,7 +37,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
 OUT=$(arg_path "${2:-}" "$ROOT/outputs/claims/deen")
-LANE_A=${LANE_A:-"deen_cond:milk_0.3_noise16_cond_s1 deen_cond:waitk3_cond_s1 deen_cond2:milk_0.1_hold_cond_s1"}
+LANE_A=${LANE_A:-"deen_cond:waitk3_cond_s1 deen_cond2:milk_0.1_hold_cond_s1"}
 LANE_B=${LANE_B:-"deen_step:sact_embed_luong_s1"}
 LANES=${LANES:-2}
 [[ $LANES == 1 || $LANES == 2 ]] || usage_error "LANES=$LANES: valid values are 1 (one lane, two threads) \
