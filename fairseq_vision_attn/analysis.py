@@ -12,8 +12,8 @@ attention's threshold can cut the window on a corpus.
     python -m fairseq_vision_attn.analysis alignment-by-word --generate GEN \\
         --dict DATA_BIN/dict.TGT.txt [--function-words 50]
     python -m fairseq_vision_attn.analysis memory-slots --path CKPT --data DATA_BIN [--subset test]
-    python -m fairseq_vision_attn.analysis bleu-by-length --generate NAME=GEN [NAME=GEN ...] \\
-        [--edges 20 40 60 80] [--tokenize none]
+    python -m fairseq_vision_attn.analysis bleu-by-length --generate NAME=GEN[:STATS] [...] \\
+        [--edges 20 40 60 80] [--tokenize none] [--latency DAL]
     python -m fairseq_vision_attn.analysis attention-agreement --path CKPT --reference CKPT \\
         --data DATA_BIN [--subset valid]
 
@@ -87,7 +87,9 @@ EOS included).
 **bleu-by-length** (Britz et al. 2017, sec. 4.1 / Fig. 3b). Where a fixed-size memory loses
 its BLEU: corpus BLEU of the sentences in each source-length bucket (source tokens of the
 ``S-`` line; ``--edges`` 20 40 gives 1-20, 21-40 and 41 and longer), one column per
-fairseq-generate output, decoded on the same subset.
+fairseq-generate output, decoded on the same subset; an output given as ``NAME=GEN:STATS`` (its
+``--stats-output``) adds that system's mean ``--latency`` (default DAL) per bucket: where a
+simultaneous model spends its lag, by sentence length.
 
 **attention-agreement** (the decoder's step order, docs/results.md). Where two models look when
 they read the same words: both run teacher-forced (dropout off) on a subset's references, and at
@@ -101,6 +103,7 @@ its attention (fairseq's ``lstm`` too) on the same dictionaries.
 """
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -108,7 +111,7 @@ from collections import defaultdict
 
 from .attention.monotonic import STOP_RULES
 from .errors import VisionAttnError, non_negative_float, nonzero_int, one_line_errors, positive_float
-from .plots import read_sentences, read_stats
+from .plots import LATENCY_METRICS, read_sentences, read_stats
 
 
 def read_frequent_types(dict_path, n):
@@ -623,12 +626,9 @@ def length_buckets(edges):
     return [(lo + 1, hi) for lo, hi in zip(bounds, bounds[1:])] + [(bounds[-1] + 1, None)]
 
 
-def bleu_by_length(path, edges, tokenize="none"):
-    """[(sentences, corpus BLEU or None when the bucket is empty)] per bucket of
-    :func:`length_buckets`, over a fairseq-generate output's sentences (source length: tokens of
-    the ``S-`` line)."""
-    import sacrebleu
-
+def _length_bucket_ids(path, edges):
+    """A fairseq-generate output's tagged lines and, per bucket of :func:`length_buckets`, the
+    ids of its decoded sentences whose source (tokens of the ``S-`` line) falls in it."""
     from .report import parse_generate_output
 
     lines = parse_generate_output(path)
@@ -639,9 +639,23 @@ def bleu_by_length(path, edges, tokenize="none"):
     if missing:
         raise VisionAttnError(f"{path}: no S- or T- line for sentence ids {sorted(missing)[:5]}")
     lengths = {i: len(sources[i][0].split()) for i in hyps}
+    buckets = [
+        [i for i in sorted(hyps) if lo <= lengths[i] and (hi is None or lengths[i] <= hi)]
+        for lo, hi in length_buckets(edges)
+    ]
+    return lines, buckets
+
+
+def bleu_by_length(path, edges, tokenize="none"):
+    """[(sentences, corpus BLEU or None when the bucket is empty)] per bucket of
+    :func:`length_buckets`, over a fairseq-generate output's sentences (source length: tokens of
+    the ``S-`` line)."""
+    import sacrebleu
+
+    lines, buckets = _length_bucket_ids(path, edges)
+    hyps, refs = lines["D"], lines["T"]
     rows = []
-    for lo, hi in length_buckets(edges):
-        ids = [i for i in sorted(hyps) if lo <= lengths[i] and (hi is None or lengths[i] <= hi)]
+    for ids in buckets:
         if not ids:
             rows.append((0, None))
             continue
@@ -651,10 +665,39 @@ def bleu_by_length(path, edges, tokenize="none"):
     return rows
 
 
-def format_bleu_by_length(systems, edges, tokenize):
-    """One row per bucket: its source lengths, sentences, and each system's BLEU (- when empty)."""
+def latency_by_length(path, stats_path, edges, metric="DAL"):
+    """[mean of ``metric`` or None when the bucket is empty] per bucket of :func:`length_buckets`
+    (the buckets of :func:`bleu_by_length`, over the same fairseq-generate output), from the
+    per-sentence rows of its ``--stats-output`` file."""
+    from .report import average_stats
+
+    _, buckets = _length_bucket_ids(path, edges)
+    with open(stats_path, encoding="utf-8") as handle:
+        stats_ids = {json.loads(line)["id"] for line in handle if line.strip()}
+    missing = sorted(i for ids in buckets for i in ids if i not in stats_ids)
+    if missing:
+        raise VisionAttnError(
+            f"{stats_path}: no row for sentence ids {missing[:5]} of {path}; "
+            "give that decoding's --stats-output"
+        )
+    means = []
+    for ids in buckets:
+        if not ids:
+            means.append(None)
+            continue
+        stats = average_stats(stats_path, set(ids))
+        if metric not in stats:
+            raise VisionAttnError(f"{stats_path} has no {metric} for these sentences")
+        means.append(stats[metric])
+    return means
+
+
+def format_bleu_by_length(systems, edges, tokenize, latency=(), metric="DAL"):
+    """One row per bucket: its source lengths, sentences, each system's BLEU (- when empty), then
+    ``latency``'s columns: (name, means of :func:`latency_by_length`), headed "NAME METRIC"."""
     lines = [f"# corpus BLEU per source-length bucket (sacrebleu, tokenize {tokenize})"]
-    lines.append("\t".join(["source length", "sentences", *(name for name, _ in systems)]))
+    header = ["source length", "sentences", *(name for name, _ in systems)]
+    lines.append("\t".join(header + [f"{name} {metric}" for name, _ in latency]))
     buckets = length_buckets(edges)
     for b, (lo, hi) in enumerate(buckets):
         counts = {rows[b][0] for _, rows in systems}
@@ -663,6 +706,7 @@ def format_bleu_by_length(systems, edges, tokenize):
                 f"bucket {lo}-{hi or ''}: the outputs hold {sorted(counts)} sentences; decode the same subset"
             )
         cells = ["-" if rows[b][1] is None else f"{rows[b][1]:.2f}" for _, rows in systems]
+        cells += ["-" if means[b] is None else f"{means[b]:.2f}" for _, means in latency]
         lines.append("\t".join([f"{lo}-{hi}" if hi else f"{lo}+", str(counts.pop()), *cells]))
     return "\n".join(lines)
 
@@ -885,8 +929,9 @@ def get_parser():
         "--generate",
         required=True,
         nargs="+",
-        metavar="NAME=GEN",
-        help="fairseq-generate outputs of one subset (NAME= optional; split at the last '=')",
+        metavar="NAME=GEN[:STATS]",
+        help="fairseq-generate outputs of one subset (NAME= optional; split at the last '='), "
+        "each with its --stats-output STATS_JSONL to add that system's mean --latency per bucket",
     )
     by_length.add_argument(
         "--edges",
@@ -897,6 +942,12 @@ def get_parser():
         help="upper source lengths of the buckets but the last (default: 20 40 60 80)",
     )
     by_length.add_argument("--tokenize", default="none", help="sacrebleu tokenizer (default: none)")
+    by_length.add_argument(
+        "--latency",
+        choices=LATENCY_METRICS,
+        default="DAL",
+        help="the per-sentence latency averaged for outputs given with STATS (default: DAL)",
+    )
     return parser
 
 
@@ -915,12 +966,15 @@ def main(argv=None):
         return 0
     if args.command == "bleu-by-length":
         edges = increasing_edges(args.edges)
-        systems = []
+        systems, latency = [], []
         for spec in args.generate:
-            name, sep, path = spec.rpartition("=")
-            name, path = (name, path) if sep else (spec, spec)
+            name, sep, paths = spec.rpartition("=")
+            path, _, stats_path = (paths if sep else spec).partition(":")
+            name = name if sep else path
             systems.append((name, bleu_by_length(path, edges, args.tokenize)))
-        print(format_bleu_by_length(systems, edges, args.tokenize))
+            if stats_path:
+                latency.append((name, latency_by_length(path, stats_path, edges, args.latency)))
+        print(format_bleu_by_length(systems, edges, args.tokenize, latency, args.latency))
         return 0
     if args.command == "alignment-sharpness":
         print(format_sharpness([(path, sharpness(read_soft_alignments(path))) for path in args.generate]))

@@ -329,6 +329,36 @@ def test_bleu_by_length_scores_each_bucket_apart(tmp_path, capsys):
         assert len(err) == 1 and message in err[0], err
 
 
+def test_bleu_by_length_adds_each_buckets_mean_latency(tmp_path, capsys):
+    """An output given with its --stats-output (NAME=GEN:STATS) adds its mean DAL per bucket (or
+    the --latency asked for): the mean over exactly the bucket's sentences, by hand here; stats
+    that miss a decoded sentence are refused with one line."""
+    from fairseq_vision_attn import analysis
+
+    rows = [(0, "a b", "a b", "a b"), (1, "c d e f", "c d e f", "c d e f"), (2, "a b c d e", "a", "a")]
+    gen = tmp_path / "gen.txt"
+    _generate_file(gen, rows)
+    stats = tmp_path / "stats.jsonl"
+    dal, laal = [1.0, 3.0, 8.0], [0.5, 2.0, 6.0]
+    stats.write_text(
+        "".join(json.dumps({"id": i, "DAL": d, "LAAL": a}) + "\n" for i, d, a in zip(range(3), dal, laal))
+    )
+    edges = ["--edges", "4", "9"]  # buckets 1-4 (sentences 0, 1), 5-9 (2), 10+ (none)
+    analysis.main(["bleu-by-length", "--generate", f"m={gen}:{stats}", f"plain={gen}", *edges])
+    out = [line.split("\t") for line in capsys.readouterr().out.splitlines()[1:]]
+    assert out[0] == ["source length", "sentences", "m", "plain", "m DAL"]
+    assert [row[-1] for row in out[1:]] == ["2.00", "8.00", "-"]  # (1 + 3) / 2, 8
+    analysis.main(["bleu-by-length", "--generate", f"{gen}:{stats}", "--latency", "LAAL", *edges])
+    out = [line.split("\t") for line in capsys.readouterr().out.splitlines()[1:]]
+    assert out[0][-1] == f"{gen} LAAL" and [row[-1] for row in out[1:]] == ["1.25", "6.00", "-"]
+
+    stats.write_text(json.dumps({"id": 0, "DAL": 1.0}) + "\n")
+    with pytest.raises(SystemExit):
+        analysis.main(["bleu-by-length", "--generate", f"m={gen}:{stats}", *edges])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no row for sentence ids [1, 2]" in err[0], err
+
+
 def test_latency_plot_reads_the_report_table(tmp_path):
     """plots latency takes report.py's table: family from the name prefix, offline as a line."""
     from fairseq_vision_attn import plots
