@@ -945,7 +945,6 @@ def get_parser():
     by_length.add_argument(
         "--latency",
         choices=LATENCY_METRICS,
-        default="DAL",
         help="the per-sentence latency averaged for outputs given with STATS (default: DAL)",
     )
     return parser
@@ -966,15 +965,19 @@ def main(argv=None):
         return 0
     if args.command == "bleu-by-length":
         edges = increasing_edges(args.edges)
-        systems, latency = [], []
+        systems, latency, metric = [], [], args.latency or "DAL"
         for spec in args.generate:
             name, sep, paths = spec.rpartition("=")
             path, _, stats_path = (paths if sep else spec).partition(":")
             name = name if sep else path
             systems.append((name, bleu_by_length(path, edges, args.tokenize)))
             if stats_path:
-                latency.append((name, latency_by_length(path, stats_path, edges, args.latency)))
-        print(format_bleu_by_length(systems, edges, args.tokenize, latency, args.latency))
+                latency.append((name, latency_by_length(path, stats_path, edges, metric)))
+        if args.latency and not latency:
+            raise VisionAttnError(
+                f"--latency {args.latency} averages a --stats-output: give one as NAME=GEN:STATS"
+            )
+        print(format_bleu_by_length(systems, edges, args.tokenize, latency, metric))
         return 0
     if args.command == "alignment-sharpness":
         print(format_sharpness([(path, sharpness(read_soft_alignments(path))) for path in args.generate]))

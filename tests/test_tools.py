@@ -332,7 +332,7 @@ def test_bleu_by_length_scores_each_bucket_apart(tmp_path, capsys):
 def test_bleu_by_length_adds_each_buckets_mean_latency(tmp_path, capsys):
     """An output given with its --stats-output (NAME=GEN:STATS) adds its mean DAL per bucket (or
     the --latency asked for): the mean over exactly the bucket's sentences, by hand here; stats
-    that miss a decoded sentence are refused with one line."""
+    that miss a decoded sentence, and --latency without stats, are refused with one line."""
     from fairseq_vision_attn import analysis
 
     rows = [(0, "a b", "a b", "a b"), (1, "c d e f", "c d e f", "c d e f"), (2, "a b c d e", "a", "a")]
@@ -353,10 +353,14 @@ def test_bleu_by_length_adds_each_buckets_mean_latency(tmp_path, capsys):
     assert out[0][-1] == f"{gen} LAAL" and [row[-1] for row in out[1:]] == ["1.25", "6.00", "-"]
 
     stats.write_text(json.dumps({"id": 0, "DAL": 1.0}) + "\n")
-    with pytest.raises(SystemExit):
-        analysis.main(["bleu-by-length", "--generate", f"m={gen}:{stats}", *edges])
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "no row for sentence ids [1, 2]" in err[0], err
+    for argv, message in [
+        ([f"m={gen}:{stats}"], "no row for sentence ids [1, 2]"),
+        ([f"m={gen}", "--latency", "LAAL"], "--latency LAAL averages a --stats-output"),
+    ]:
+        with pytest.raises(SystemExit):
+            analysis.main(["bleu-by-length", "--generate", *argv, *edges])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
 
 
 def test_latency_plot_reads_the_report_table(tmp_path):
