@@ -650,9 +650,12 @@ def bleu_by_length(path, edges, tokenize="none"):
     """[(sentences, corpus BLEU or None when the bucket is empty)] per bucket of
     :func:`length_buckets`, over a fairseq-generate output's sentences (source length: tokens of
     the ``S-`` line)."""
+    return _bucket_bleu(*_length_bucket_ids(path, edges), tokenize)
+
+
+def _bucket_bleu(lines, buckets, tokenize):
     import sacrebleu
 
-    lines, buckets = _length_bucket_ids(path, edges)
     hyps, refs = lines["D"], lines["T"]
     rows = []
     for ids in buckets:
@@ -665,36 +668,26 @@ def bleu_by_length(path, edges, tokenize="none"):
     return rows
 
 
-def latency_by_length(path, stats_path, edges, metric="DAL"):
-    """[mean of ``metric`` or None when the bucket is empty] per bucket of :func:`length_buckets`
-    (the buckets of :func:`bleu_by_length`, over the same fairseq-generate output), from the
-    per-sentence rows of its ``--stats-output`` file."""
-    from .report import average_stats
-
-    _, buckets = _length_bucket_ids(path, edges)
+def _bucket_latency(buckets, stats_path, metric, path):
+    """[mean of ``metric`` or None when the bucket is empty] per bucket (sentence ids of
+    :func:`_length_bucket_ids` over ``path``), from the rows of that decoding's ``--stats-output``
+    ``stats_path``."""
     with open(stats_path, encoding="utf-8") as handle:
-        stats_ids = {json.loads(line)["id"] for line in handle if line.strip()}
-    missing = sorted(i for ids in buckets for i in ids if i not in stats_ids)
+        rows = {row["id"]: row for row in map(json.loads, filter(str.strip, handle))}
+    missing = sorted(i for ids in buckets for i in ids if i not in rows)
     if missing:
         raise VisionAttnError(
             f"{stats_path}: no row for sentence ids {missing[:5]} of {path}; "
             "give that decoding's --stats-output"
         )
-    means = []
-    for ids in buckets:
-        if not ids:
-            means.append(None)
-            continue
-        stats = average_stats(stats_path, set(ids))
-        if metric not in stats:
-            raise VisionAttnError(f"{stats_path} has no {metric} for these sentences")
-        means.append(stats[metric])
-    return means
+    if any(metric not in rows[i] for ids in buckets for i in ids):
+        raise VisionAttnError(f"{stats_path} has no {metric} for every sentence of {path}")
+    return [sum(rows[i][metric] for i in ids) / len(ids) if ids else None for ids in buckets]
 
 
 def format_bleu_by_length(systems, edges, tokenize, latency=(), metric="DAL"):
     """One row per bucket: its source lengths, sentences, each system's BLEU (- when empty), then
-    ``latency``'s columns: (name, means of :func:`latency_by_length`), headed "NAME METRIC"."""
+    ``latency``'s columns: (name, the bucket means of ``metric``), headed "NAME METRIC"."""
     lines = [f"# corpus BLEU per source-length bucket (sacrebleu, tokenize {tokenize})"]
     header = ["source length", "sentences", *(name for name, _ in systems)]
     lines.append("\t".join(header + [f"{name} {metric}" for name, _ in latency]))
@@ -970,9 +963,10 @@ def main(argv=None):
             name, sep, paths = spec.rpartition("=")
             path, _, stats_path = (paths if sep else spec).partition(":")
             name = name if sep else path
-            systems.append((name, bleu_by_length(path, edges, args.tokenize)))
+            lines, buckets = _length_bucket_ids(path, edges)  # one parse for both columns
+            systems.append((name, _bucket_bleu(lines, buckets, args.tokenize)))
             if stats_path:
-                latency.append((name, latency_by_length(path, stats_path, edges, metric)))
+                latency.append((name, _bucket_latency(buckets, stats_path, metric, path)))
         if args.latency and not latency:
             raise VisionAttnError(
                 f"--latency {args.latency} averages a --stats-output: give one as NAME=GEN:STATS"

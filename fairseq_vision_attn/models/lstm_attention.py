@@ -73,15 +73,15 @@ def dictionary_fingerprint(dictionary) -> Tensor:
     return torch.tensor(list(digest), dtype=torch.uint8)
 
 
-def check_under_plain_translation_task(args, task, model, argv=None):
+def check_under_plain_translation_task(args, task, model):
     """When fairseq's own ``--task translation`` (fairseq-train's and fairseq-generate's default)
     builds one of these models: one warning line (it trains the same model, but only
     ``translation_vision_attn`` has the package's decoding and exact resume:
     docs/fairseq-notes.md), and, before any training step, as that task does: a criterion that
     needs another kind of model (``accepts``) refused (else the criterion's forward does, and
-    fairseq writes a ``crash.pt``), and under fairseq-train (``argv``: the command line,
-    ``sys.argv``) a flag this model's attention ignores. Other commands build from a checkpoint,
-    whose stored arguments are not the user's flags."""
+    fairseq writes a ``crash.pt``), and, when the program is fairseq-train, a flag this model's
+    attention ignores (other commands build from a checkpoint, whose stored arguments are not the
+    user's flags)."""
     from fairseq.criterions import CRITERION_REGISTRY
     from fairseq.tasks.translation import TranslationTask
 
@@ -99,7 +99,7 @@ def check_under_plain_translation_task(args, task, model, argv=None):
     refuse_unaccepted(
         CRITERION_REGISTRY.get(getattr(args, "criterion", None)), getattr(attention, "mechanism", attention)
     )
-    if os.path.basename((sys.argv if argv is None else argv)[0]) == "fairseq-train":
+    if os.path.basename(sys.argv[0]) == "fairseq-train":
         refuse_ignored_flags(args)
 
 
