@@ -13,7 +13,7 @@ attention's threshold can cut the window on a corpus.
         --dict DATA_BIN/dict.TGT.txt [--function-words 50]
     python -m fairseq_vision_attn.analysis memory-slots --path CKPT --data DATA_BIN [--subset test]
     python -m fairseq_vision_attn.analysis bleu-by-length --generate NAME=GEN[:STATS] [...] \\
-        [--edges 20 40 60 80] [--tokenize none] [--latency DAL]
+        [--edges 20 40 60 80] [--tokenize none] [--latency DAL] [--curve NAME,NAME,...]
     python -m fairseq_vision_attn.analysis attention-agreement --path CKPT --reference CKPT \\
         --data DATA_BIN [--subset valid]
 
@@ -89,7 +89,11 @@ its BLEU: corpus BLEU of the sentences in each source-length bucket (source toke
 ``S-`` line; ``--edges`` 20 40 gives 1-20, 21-40 and 41 and longer), one column per
 fairseq-generate output, decoded on the same subset; an output given as ``NAME=GEN:STATS`` (its
 ``--stats-output``) adds that system's mean ``--latency`` (default DAL) per bucket: where a
-simultaneous model spends its lag, by sentence length.
+simultaneous model spends its lag, by sentence length. ``--curve wait-3,wait-5,wait-7`` draws
+the baselines' latency/quality curve in each bucket apart (their mean latency and BLEU there)
+and adds each other system's distance to it at its own mean latency in that bucket: whether a
+model below a curve over the whole set is below it within each length too, or only spends its
+lag where it buys less.
 
 **attention-agreement** (the decoder's step order, docs/results.md). Where two models look when
 they read the same words: both run teacher-forced (dropout off) on a subset's references, and at
@@ -685,12 +689,42 @@ def _bucket_latency(buckets, stats_path, metric, path):
     return [sum(rows[i][metric] for i in ids) / len(ids) if ids else None for ids in buckets]
 
 
-def format_bleu_by_length(systems, edges, tokenize, latency=(), metric="DAL"):
+def bucket_curve_distances(systems, latency, baselines):
+    """[(name, [BLEU minus the curve's, or None] per bucket)] for each system of ``latency`` outside
+    ``baselines``: in each bucket the curve is the piecewise-linear one through the baselines'
+    (mean latency, BLEU) of that bucket (``report.curve_bleu``; None outside their range or where a
+    bucket is empty). ``systems``: [(name, [(sentences, BLEU)] per bucket)]; ``latency``: [(name,
+    [mean latency] per bucket)], every baseline among them."""
+    from .report import check_curve_names, curve_bleu
+
+    means = dict(latency)
+    check_curve_names(baselines, [name for name, _ in systems])
+    missing = [name for name in baselines if name not in means]
+    if missing:
+        raise VisionAttnError(f"--curve: {', '.join(missing)} has no latency: give it as NAME=GEN:STATS")
+    bleu = {name: [value for _, value in rows] for name, rows in systems}
+    distances = []
+    for name, own in latency:
+        if name in baselines:
+            continue
+        column = []
+        for b, at in enumerate(own):
+            points = [(means[base][b], bleu[base][b]) for base in baselines]
+            on_curve = None if at is None or any(None in p for p in points) else curve_bleu(points, at)
+            column.append(None if on_curve is None else bleu[name][b] - on_curve)
+        distances.append((name, column))
+    return distances
+
+
+def format_bleu_by_length(systems, edges, tokenize, latency=(), metric="DAL", distances=()):
     """One row per bucket: its source lengths, sentences, each system's BLEU (- when empty), then
-    ``latency``'s columns: (name, the bucket means of ``metric``), headed "NAME METRIC"."""
+    ``latency``'s columns: (name, the bucket means of ``metric``), headed "NAME METRIC", then
+    ``distances``' (name, per bucket BLEU minus the curve's, :func:`bucket_curve_distances`),
+    headed "NAME to_curve_METRIC"."""
     lines = [f"# corpus BLEU per source-length bucket (sacrebleu, tokenize {tokenize})"]
     header = ["source length", "sentences", *(name for name, _ in systems)]
-    lines.append("\t".join(header + [f"{name} {metric}" for name, _ in latency]))
+    header += [f"{name} {metric}" for name, _ in latency]
+    lines.append("\t".join(header + [f"{name} to_curve_{metric}" for name, _ in distances]))
     buckets = length_buckets(edges)
     for b, (lo, hi) in enumerate(buckets):
         counts = {rows[b][0] for _, rows in systems}
@@ -700,6 +734,7 @@ def format_bleu_by_length(systems, edges, tokenize, latency=(), metric="DAL"):
             )
         cells = ["-" if rows[b][1] is None else f"{rows[b][1]:.2f}" for _, rows in systems]
         cells += ["-" if means[b] is None else f"{means[b]:.2f}" for _, means in latency]
+        cells += ["-" if values[b] is None else f"{values[b]:+.2f}" for _, values in distances]
         lines.append("\t".join([f"{lo}-{hi}" if hi else f"{lo}+", str(counts.pop()), *cells]))
     return "\n".join(lines)
 
@@ -940,6 +975,13 @@ def get_parser():
         choices=LATENCY_METRICS,
         help="the per-sentence latency averaged for outputs given with STATS (default: DAL)",
     )
+    by_length.add_argument(
+        "--curve",
+        type=lambda value: value.split(","),
+        metavar="NAME,NAME,...",
+        help="baselines of a latency/quality curve (at least two, each given with STATS): add each "
+        "other system's BLEU minus the curve's at its mean latency, drawn bucket by bucket",
+    )
     return parser
 
 
@@ -971,7 +1013,8 @@ def main(argv=None):
             raise VisionAttnError(
                 f"--latency {args.latency} averages a --stats-output: give one as NAME=GEN:STATS"
             )
-        print(format_bleu_by_length(systems, edges, args.tokenize, latency, metric))
+        distances = bucket_curve_distances(systems, latency, args.curve) if args.curve else ()
+        print(format_bleu_by_length(systems, edges, args.tokenize, latency, metric, distances))
         return 0
     if args.command == "alignment-sharpness":
         print(format_sharpness([(path, sharpness(read_soft_alignments(path))) for path in args.generate]))

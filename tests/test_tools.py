@@ -363,6 +363,58 @@ def test_bleu_by_length_adds_each_buckets_mean_latency(tmp_path, capsys):
         assert len(err) == 1 and message in err[0], err
 
 
+def test_bleu_by_length_draws_the_curve_in_each_bucket_apart(tmp_path, capsys):
+    """--curve: in each bucket, a system's BLEU minus the line through the baselines' (mean DAL,
+    BLEU) of that bucket at its own mean DAL there (interpolated by hand here), '-' outside the
+    baselines' range; a baseline without stats, an unknown name or a single name is refused."""
+    import sacrebleu
+
+    from fairseq_vision_attn import analysis
+
+    rows = [
+        (0, "a b", "a b c d", "a b c x"),  # length 2
+        (1, "c d e", "c d e f g", "c d e f g"),  # 3
+        (2, "a b c d e", "a b c d e", "a b c d x"),  # 5
+        (3, "a b c d e f g", "a b c d e f g", "a b c d x f g"),  # 7
+        (4, "g f e d c b a", "g f e d c b a", "g f e"),  # 7
+    ]
+    low, high = tmp_path / "low.txt", tmp_path / "high.txt"
+    _generate_file(low, rows)  # the model under test decodes the same words as the low baseline
+    _generate_file(high, [(i, src, ref, ref) for i, src, ref, _ in rows])
+
+    def stats(name, dal):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps({"id": i, "DAL": d}) + "\n" for i, d in enumerate(dal)))
+        return path
+
+    def oracle(ids, column=3):  # column 2: the reference, the high baseline's output
+        return sacrebleu.corpus_bleu([rows[i][column] for i in ids], [[rows[i][2] for i in ids]]).score
+
+    generate = [
+        f"lo={low}:{stats('lo', [1, 1, 2, 1, 1])}",
+        f"hi={high}:{stats('hi', [3, 3, 6, 5, 5])}",
+        f"m={low}:{stats('m', [2, 2, 5, 9, 9])}",
+    ]
+    edges = ["--edges", "3", "5"]  # buckets 1-3 (sentences 0, 1), 4-5 (2), 6+ (3, 4)
+    analysis.main(["bleu-by-length", "--generate", *generate, *edges, "--curve", "lo,hi"])
+    out = [line.split("\t") for line in capsys.readouterr().out.splitlines()[1:]]
+    assert out[0][-1] == "m to_curve_DAL" and len(out[0]) == 9
+    (short, short_high), (middle, middle_high) = [(oracle(ids), oracle(ids, 2)) for ids in ([0, 1], [2])]
+    assert float(out[1][-1]) == pytest.approx(short - (short + short_high) / 2, abs=0.006)  # DAL 2 of 1..3
+    assert float(out[2][-1]) == pytest.approx(-0.75 * (middle_high - middle), abs=0.006)  # 5 of 2..6
+    assert out[3][-1] == "-"  # DAL 9, past the high baseline's 5
+
+    for argv, message in [
+        ([*generate[:2], f"m={low}", "--curve", "lo,m"], "--curve: m has no latency"),
+        ([*generate, "--curve", "lo,wait"], "--curve: no system named wait"),
+        ([*generate, "--curve", "lo"], "a curve needs at least two baseline systems"),
+    ]:
+        with pytest.raises(SystemExit):
+            analysis.main(["bleu-by-length", "--generate", *argv, *edges])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+
+
 def test_latency_plot_reads_the_report_table(tmp_path):
     """plots latency takes report.py's table: family from the name prefix, offline as a line."""
     from fairseq_vision_attn import plots
