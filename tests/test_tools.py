@@ -280,6 +280,13 @@ def _generate_file(path, rows):
     path.write_text("\n".join(lines) + "\n")
 
 
+#: the two longest sentences (source length 7) of the bleu-by-length tests: (id, source, reference, output)
+LONG_ROWS = [
+    (3, "a b c d e f g", "a b c d e f g", "a b c d x f g"),
+    (4, "g f e d c b a", "g f e d c b a", "g f e"),
+]
+
+
 def test_bleu_by_length_scores_each_bucket_apart(tmp_path, capsys):
     """analysis bleu-by-length: each bucket's BLEU is sacrebleu's corpus BLEU of exactly the
     sentences whose source length falls in it (chosen here by hand), an empty bucket is '-', and
@@ -292,8 +299,7 @@ def test_bleu_by_length_scores_each_bucket_apart(tmp_path, capsys):
         (0, "a b", "a b", "a b"),  # length 2
         (1, "c d e", "c d e", "c e d"),  # 3
         (2, "a b c d e", "a b c d e", "a b c d e"),  # 5
-        (3, "a b c d e f g", "a b c d e f g", "a b c d x f g"),  # 7
-        (4, "g f e d c b a", "g f e d c b a", "g f e"),  # 7
+        *LONG_ROWS,
     ]
     gen = tmp_path / "gen.txt"
     _generate_file(gen, rows)
@@ -375,8 +381,7 @@ def test_bleu_by_length_draws_the_curve_in_each_bucket_apart(tmp_path, capsys):
         (0, "a b", "a b c d", "a b c x"),  # length 2
         (1, "c d e", "c d e f g", "c d e f g"),  # 3
         (2, "a b c d e", "a b c d e", "a b c d x"),  # 5
-        (3, "a b c d e f g", "a b c d e f g", "a b c d x f g"),  # 7
-        (4, "g f e d c b a", "g f e d c b a", "g f e"),  # 7
+        *LONG_ROWS,
     ]
     low, high = tmp_path / "low.txt", tmp_path / "high.txt"
     _generate_file(low, rows)  # the model under test decodes the same words as the low baseline
