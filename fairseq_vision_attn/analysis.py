@@ -107,7 +107,6 @@ its attention (fairseq's ``lstm`` too) on the same dictionaries.
 """
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -676,8 +675,7 @@ def _bucket_latency(buckets, stats_path, metric, path):
     """[mean of ``metric`` or None when the bucket is empty] per bucket (sentence ids of
     :func:`_length_bucket_ids` over ``path``), from the rows of that decoding's ``--stats-output``
     ``stats_path``."""
-    with open(stats_path, encoding="utf-8") as handle:
-        rows = {row["id"]: row for row in map(json.loads, filter(str.strip, handle))}
+    rows = read_stats(stats_path)
     missing = sorted(i for ids in buckets for i in ids if i not in rows)
     if missing:
         raise VisionAttnError(
