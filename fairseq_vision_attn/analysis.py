@@ -13,7 +13,7 @@ attention's threshold can cut the window on a corpus.
         --dict DATA_BIN/dict.TGT.txt [--function-words 50]
     python -m fairseq_vision_attn.analysis memory-slots --path CKPT --data DATA_BIN [--subset test]
     python -m fairseq_vision_attn.analysis bleu-by-length --generate NAME=GEN[:STATS] [...] \\
-        [--edges 20 40 60 80] [--tokenize none] [--latency DAL] [--curve NAME,NAME,...]
+        [--edges 20 40 60 80] [--tokenize none] [--latency DAL] [--curve NAME,NAME,... [--curve-interval]]
     python -m fairseq_vision_attn.analysis attention-agreement --path CKPT --reference CKPT \\
         --data DATA_BIN [--subset valid]
 
@@ -93,7 +93,8 @@ simultaneous model spends its lag, by sentence length. ``--curve wait-3,wait-5,w
 the baselines' latency/quality curve in each bucket apart (their mean latency and BLEU there)
 and adds each other system's distance to it at its own mean latency in that bucket: whether a
 model below a curve over the whole set is below it within each length too, or only spends its
-lag where it buys less.
+lag where it buys less. ``--curve-interval`` adds each such distance's 95% paired bootstrap
+interval, the bucket's sentences resampled (``report``'s ``--curve-interval``, bucket by bucket).
 
 **attention-agreement** (the decoder's step order, docs/results.md). Where two models look when
 they read the same words: both run teacher-forced (dropout off) on a subset's references, and at
@@ -114,7 +115,8 @@ from collections import defaultdict
 
 from .attention.monotonic import STOP_RULES
 from .errors import VisionAttnError, non_negative_float, nonzero_int, one_line_errors, positive_float
-from .plots import LATENCY_METRICS, read_sentences, read_stats
+from .plots import LATENCY_METRICS, read_sentences
+from .report import read_stats
 
 
 def read_frequent_types(dict_path, n):
@@ -714,26 +716,54 @@ def bucket_curve_distances(systems, latency, baselines):
     return distances
 
 
-def format_bleu_by_length(systems, edges, tokenize, latency=(), metric="DAL", distances=()):
-    """One row per bucket: its source lengths, sentences, each system's BLEU (- when empty), then
-    ``latency``'s columns: (name, the bucket means of ``metric``), headed "NAME METRIC", then
-    ``distances``' (name, per bucket BLEU minus the curve's, :func:`bucket_curve_distances`),
-    headed "NAME to_curve_METRIC"."""
-    lines = [f"# corpus BLEU per source-length bucket (sacrebleu, tokenize {tokenize})"]
-    header = ["source length", "sentences", *(name for name, _ in systems)]
-    header += [f"{name} {metric}" for name, _ in latency]
-    lines.append("\t".join(header + [f"{name} to_curve_{metric}" for name, _ in distances]))
-    buckets = length_buckets(edges)
-    for b, (lo, hi) in enumerate(buckets):
+def bucket_curve_intervals(systems, buckets, baselines, metric, tokenize="none"):
+    """[(name, [95% interval (low, high) of the distance to the curve, or None] per bucket)] for
+    each system of ``systems`` ([(name, gen_path, stats_path)], every one with STATS) outside
+    ``baselines``: the paired bootstrap of ``report.resampled_curve_distances``, each bucket's
+    sentences (``buckets``: their ids) resampled within it."""
+    from .report import percentile_interval, resampled_curve_distances
+
+    names = [name for name, _, _ in systems if name not in baselines]
+    columns = {name: [] for name in names}
+    for ids in buckets:
+        distances = resampled_curve_distances(systems, baselines, metric, ids, tokenize) if ids else {}
+        for name in names:
+            columns[name].append(percentile_interval(distances[name]) if ids else None)
+    return list(columns.items())
+
+
+def check_same_buckets(systems, edges):
+    """Every output of ``systems`` ([(name, [(sentences, BLEU)] per bucket)]) holds as many
+    sentences in each bucket: decodings of one subset."""
+    for b, (lo, hi) in enumerate(length_buckets(edges)):
         counts = {rows[b][0] for _, rows in systems}
         if len(counts) > 1:
             raise VisionAttnError(
                 f"bucket {lo}-{hi or ''}: the outputs hold {sorted(counts)} sentences; decode the same subset"
             )
+
+
+def format_bleu_by_length(systems, edges, tokenize, latency=(), metric="DAL", distances=(), intervals=()):
+    """One row per bucket: its source lengths, sentences, each system's BLEU (- when empty), then
+    ``latency``'s columns: (name, the bucket means of ``metric``), headed "NAME METRIC", then
+    ``distances``' (name, per bucket BLEU minus the curve's, :func:`bucket_curve_distances`),
+    headed "NAME to_curve_METRIC", then ``intervals``' (name, per bucket the distance's interval,
+    :func:`bucket_curve_intervals`), headed "NAME to_curve_METRIC_ci95_low" and "..._high"."""
+    lines = [f"# corpus BLEU per source-length bucket (sacrebleu, tokenize {tokenize})"]
+    header = ["source length", "sentences", *(name for name, _ in systems)]
+    header += [f"{name} {metric}" for name, _ in latency]
+    header += [f"{name} to_curve_{metric}" for name, _ in distances]
+    for name, _ in intervals:
+        header += [f"{name} to_curve_{metric}_ci95_low", f"{name} to_curve_{metric}_ci95_high"]
+    lines.append("\t".join(header))
+    check_same_buckets(systems, edges)
+    for b, (lo, hi) in enumerate(length_buckets(edges)):
         cells = ["-" if rows[b][1] is None else f"{rows[b][1]:.2f}" for _, rows in systems]
         cells += ["-" if means[b] is None else f"{means[b]:.2f}" for _, means in latency]
         cells += ["-" if values[b] is None else f"{values[b]:+.2f}" for _, values in distances]
-        lines.append("\t".join([f"{lo}-{hi}" if hi else f"{lo}+", str(counts.pop()), *cells]))
+        for _, values in intervals:
+            cells += ["-", "-"] if values[b] is None else [f"{bound:+.2f}" for bound in values[b]]
+        lines.append("\t".join([f"{lo}-{hi}" if hi else f"{lo}+", str(systems[0][1][b][0]), *cells]))
     return "\n".join(lines)
 
 
@@ -980,6 +1010,12 @@ def get_parser():
         help="baselines of a latency/quality curve (at least two, each given with STATS): add each "
         "other system's BLEU minus the curve's at its mean latency, drawn bucket by bucket",
     )
+    by_length.add_argument(
+        "--curve-interval",
+        action="store_true",
+        help="add each distance's 95%% paired bootstrap interval (1,000 resamples of the bucket's "
+        "sentences; every system given with STATS)",
+    )
     return parser
 
 
@@ -998,21 +1034,29 @@ def main(argv=None):
         return 0
     if args.command == "bleu-by-length":
         edges = increasing_edges(args.edges)
-        systems, latency, metric = [], [], args.latency or "DAL"
+        if args.curve_interval and not args.curve:
+            raise VisionAttnError("--curve-interval needs --curve NAME,NAME,...: the baselines of the line")
+        systems, latency, metric, with_stats, buckets = [], [], args.latency or "DAL", [], None
         for spec in args.generate:
             name, sep, paths = spec.rpartition("=")
             path, _, stats_path = (paths if sep else spec).partition(":")
             name = name if sep else path
-            lines, buckets = _length_bucket_ids(path, edges)  # one parse for both columns
-            systems.append((name, _bucket_bleu(lines, buckets, args.tokenize)))
+            lines, own_buckets = _length_bucket_ids(path, edges)  # one parse for both columns
+            buckets = buckets or own_buckets
+            systems.append((name, _bucket_bleu(lines, own_buckets, args.tokenize)))
             if stats_path:
-                latency.append((name, _bucket_latency(buckets, stats_path, metric, path)))
+                latency.append((name, _bucket_latency(own_buckets, stats_path, metric, path)))
+                with_stats.append((name, path, stats_path))
         if args.latency and not latency:
             raise VisionAttnError(
                 f"--latency {args.latency} averages a --stats-output: give one as NAME=GEN:STATS"
             )
         distances = bucket_curve_distances(systems, latency, args.curve) if args.curve else ()
-        print(format_bleu_by_length(systems, edges, args.tokenize, latency, metric, distances))
+        intervals = ()
+        if args.curve_interval:  # after bucket_curve_distances has checked the names and STATS
+            check_same_buckets(systems, edges)
+            intervals = bucket_curve_intervals(with_stats, buckets, args.curve, metric, args.tokenize)
+        print(format_bleu_by_length(systems, edges, args.tokenize, latency, metric, distances, intervals))
         return 0
     if args.command == "alignment-sharpness":
         print(format_sharpness([(path, sharpness(read_soft_alignments(path))) for path in args.generate]))

@@ -27,7 +27,6 @@ python -m fairseq_vision_attn.plots streaming-attention --path CKPT --data-bin D
 
 import argparse
 import csv
-import json
 import logging
 import math
 import os
@@ -50,7 +49,7 @@ from matplotlib.transforms import Bbox  # noqa: E402
 
 from .attention.monotonic import STOP_RULES  # noqa: E402
 from .errors import VisionAttnError, number, one_line_errors  # noqa: E402
-from .report import parse_generate_output  # noqa: E402
+from .report import parse_generate_output, read_stats  # noqa: E402
 from .seeds import split_seed  # noqa: E402
 
 CJK_FONTS = ("Noto Sans CJK JP", "Noto Sans JP", "IPAexGothic", "IPAGothic", "TakaoGothic")
@@ -94,21 +93,6 @@ def units_mismatch(row, source, hypothesis):
     if "src_len" in row and row["src_len"] != len(source) + 1:
         return f"a source of {row['src_len']} positions in the statistics, {len(source)} tokens + EOS"
     return None
-
-
-def read_stats(stats_path):
-    """id -> row of a --stats-output file."""
-    rows = {}
-    with open(stats_path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, 1):
-            try:
-                row = json.loads(line)
-                rows[row["id"]] = row
-            except (ValueError, KeyError, TypeError):
-                raise VisionAttnError(
-                    f"{stats_path} line {line_number}: not a --stats-output row (a JSON object with an 'id')"
-                ) from None
-    return rows
 
 
 def read_tsv(path, numeric):

@@ -1,7 +1,7 @@
 """Score fairseq-generate outputs with sacrebleu and print one table, one row per system.
 
     python -m fairseq_vision_attn.report NAME=GEN_OUTPUT[:STATS_JSONL] ... [--tokenize none]
-        [--common] [--paired-bs] [--curve NAME,NAME,... [--curve-latency DAL AL ...]]
+        [--common] [--paired-bs] [--curve NAME,NAME,... [--curve-latency DAL AL ...] [--curve-interval]]
 
 GEN_OUTPUT is fairseq-generate's stdout (``H-``/``D-`` and ``T-`` lines). The optional
 STATS_JSONL is its ``--stats-output``; each per-sentence number (``src_len``, ``AL`` ...) is
@@ -16,12 +16,17 @@ SACREBLEU_SEED, default 12345) of each system's BLEU against the first system's.
 above the wait-k curve"): for every latency in ``--curve-latency`` (default DAL) a column
 ``to_curve_DAL`` gives each other system's BLEU minus the BLEU of the piecewise-linear curve
 through the baselines' (latency, BLEU) points at that system's latency; ``-`` for the baselines
-themselves and for a latency outside the curve's range (no extrapolation).
+themselves and for a latency outside the curve's range (no extrapolation). ``--curve-interval``
+adds that distance's 95% paired bootstrap interval (``to_curve_DAL_ci95_low`` and ``_high``; 1,000
+resamples of the sentences every system decoded, seed SACREBLEU_SEED): each resample redraws every
+system's BLEU and mean latency, so the line moves with the system; ``-`` where more than 2.5% of
+the resamples put the system outside the line's range.
 """
 
 import argparse
 import json
 import logging
+import os
 import sys
 from collections import defaultdict
 
@@ -57,12 +62,32 @@ def read_generate_output(path, hypothesis_prefix="D", ids=None):
     missing = [i for i in ids if i not in refs]
     if missing:
         raise SystemExit(f"{path}: no reference (T- line) for sentence ids {missing[:5]}")
+    missing = [i for i in ids if i not in hyps]
+    if missing:
+        raise VisionAttnError(
+            f"{path}: no hypothesis ({hypothesis_prefix}- line) for sentence ids {missing[:5]}"
+        )
     return [hyps[i] for i in ids], [refs[i] for i in ids]
 
 
 def decoded_ids(path, hypothesis_prefix="D"):
     """The sentence ids a fairseq-generate output holds a hypothesis for."""
     return set(parse_generate_output(path).get(hypothesis_prefix, {}))
+
+
+def read_stats(stats_path):
+    """id -> row of a --stats-output file."""
+    rows = {}
+    with open(stats_path, encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, 1):
+            try:
+                row = json.loads(line)
+                rows[row["id"]] = row
+            except (ValueError, KeyError, TypeError):
+                raise VisionAttnError(
+                    f"{stats_path} line {line_number}: not a --stats-output row (a JSON object with an 'id')"
+                ) from None
+    return rows
 
 
 def average_stats(path, ids=None):
@@ -159,6 +184,96 @@ def curve_bleu(points, latency):
     return None if weights is None else weighted_bleu(weights, points)
 
 
+def sentence_bleu_statistics(gen_path, tokenize="none", ids=None):
+    """BLEU's sufficient statistics of each sentence of ``ids`` (in id order): an n x 10 array of
+    the matches of n-gram orders 1-4, their totals, the hypothesis and the reference length.
+    Corpus BLEU is ``bleu_of_statistics`` of the column sums."""
+    import numpy as np
+    from sacrebleu.metrics import BLEU
+
+    metric = BLEU(tokenize=tokenize, effective_order=True)  # the order changes sentence scores only
+    rows = []
+    for hyp, ref in zip(*read_generate_output(gen_path, ids=ids)):
+        sentence = metric.sentence_score(hyp, [ref])
+        rows.append([*sentence.counts, *sentence.totals, sentence.sys_len, sentence.ref_len])
+    return np.array(rows, dtype=np.int64)
+
+
+def bleu_of_statistics(sums):
+    """Corpus BLEU (sacrebleu's defaults: exponential smoothing) from summed sentence statistics."""
+    from sacrebleu.metrics import BLEU
+
+    sums = [int(value) for value in sums]
+    return BLEU.compute_bleu(sums[:4], sums[4:8], sums[8], sums[9], smooth_method="exp").score
+
+
+def bootstrap_draws(sentences, samples=1000):
+    """A samples x sentences matrix: how often each resample draws each sentence (sentences drawn
+    with replacement, as many as there are), seeded by SACREBLEU_SEED (default 12345) as sacrebleu's
+    paired bootstrap is."""
+    import numpy as np
+
+    seed = os.environ.get("SACREBLEU_SEED", "12345")
+    rng = np.random.default_rng(None if seed.lower() == "none" else int(seed))
+    return rng.multinomial(sentences, [1.0 / sentences] * sentences, size=samples)
+
+
+def sentence_latency(stats_path, metric, ids):
+    """``metric`` of each sentence of ``ids`` (in id order) from a --stats-output file."""
+    rows = read_stats(stats_path)
+    missing = [i for i in sorted(ids) if i not in rows]
+    if missing:
+        raise VisionAttnError(
+            f"{stats_path}: no row for sentence ids {missing[:5]}; give that decoding's --stats-output"
+        )
+    if any(metric not in rows[i] for i in ids):
+        raise VisionAttnError(f"{stats_path} has no {metric} for every sentence")
+    return [rows[i][metric] for i in sorted(ids)]
+
+
+def resampled_curve_distances(systems, baselines, metric, ids, tokenize="none", draws=None):
+    """{name: array of BLEU minus the baselines' line at the system's mean ``metric``, one per
+    resample (NaN outside the line's range)} for every system of ``systems`` ([(name, gen_path,
+    stats_path)]) outside ``baselines``. ``draws``: the resamples of ``ids`` as a matrix of draw
+    counts (``bootstrap_draws``), the same for every system (paired); in each resample every
+    system's BLEU and mean latency, the baselines' included, are those of the drawn sentences."""
+    import numpy as np
+
+    names = [name for name, _, _ in systems]
+    check_curve_names(baselines, names)
+    draws = bootstrap_draws(len(ids)) if draws is None else np.asarray(draws)
+    bleu, latency = {}, {}
+    for name, gen_path, stats_path in systems:
+        if not stats_path:
+            raise VisionAttnError(f"--curve-interval: {name} has no STATS_JSONL: give it as NAME=GEN:STATS")
+        sums = draws @ sentence_bleu_statistics(gen_path, tokenize, ids)
+        bleu[name] = [bleu_of_statistics(row) for row in sums]
+        lags = np.array(sentence_latency(stats_path, metric, ids), dtype=float)
+        latency[name] = draws @ lags / draws.sum(1)
+    distances = {}
+    for name in names:
+        if name in baselines:
+            continue
+        column = []
+        for b in range(len(draws)):
+            on_curve = curve_bleu([(latency[base][b], bleu[base][b]) for base in baselines], latency[name][b])
+            column.append(float("nan") if on_curve is None else bleu[name][b] - on_curve)
+        distances[name] = np.array(column)
+    return distances
+
+
+def percentile_interval(values, outside=0.025):
+    """The 2.5th and 97.5th percentiles of ``values``, NaNs left out; None when more than
+    ``outside`` of them are NaN (the line does not reach the system often enough to say)."""
+    import numpy as np
+
+    values = np.asarray(values, dtype=float)
+    if np.isnan(values).mean() > outside:
+        return None
+    low, high = np.percentile(values[~np.isnan(values)], [2.5, 97.5])
+    return float(low), float(high)
+
+
 def _cell(value, column):
     if value is None:
         return "-"
@@ -216,6 +331,12 @@ def get_parser():
         "(default: DAL; e.g. DAL AL LAAL)",
     )
     parser.add_argument(
+        "--curve-interval",
+        action="store_true",
+        help="add the 95%% paired bootstrap interval of each distance to the curve "
+        "(to_curve_METRIC_ci95_low, _high; 1,000 resamples; implies --common)",
+    )
+    parser.add_argument(
         "--points",
         action="store_true",
         help="print 'NAME<TAB>window<TAB>BLEU' lines (for plots tradeoff) instead of a table",
@@ -254,6 +375,21 @@ def add_curve_distances(rows, baselines, metrics):
     return columns
 
 
+def add_curve_intervals(rows, systems, baselines, metrics, ids, tokenize):
+    """Add ``to_curve_METRIC_ci95_low`` and ``_high`` (see the module docstring) to each row's
+    statistics, on the sentence ``ids``; return the new column names."""
+    draws = bootstrap_draws(len(ids))
+    columns = []
+    for metric in metrics:
+        distances = resampled_curve_distances(systems, baselines, metric, ids, tokenize, draws)
+        low, high = f"to_curve_{metric}_ci95_low", f"to_curve_{metric}_ci95_high"
+        for name, _, stats in rows:
+            interval = percentile_interval(distances[name]) if name in distances else None
+            stats[low], stats[high] = interval or (None, None)
+        columns += [low, high]
+    return columns
+
+
 @one_line_errors
 def main(argv=None):
     parser = get_parser()
@@ -265,8 +401,10 @@ def main(argv=None):
             parser.error(f"expected NAME=GEN_OUTPUT[:STATS_JSONL], got {spec!r}")
         gen_path, _, stats_path = paths.partition(":")
         systems.append((name, gen_path, stats_path))
+    if args.curve_interval and not args.curve:
+        raise VisionAttnError("--curve-interval needs --curve NAME,NAME,...: the baselines of the line")
     ids, columns = None, []
-    if args.common or args.paired_bs:
+    if args.common or args.paired_bs or args.curve_interval:
         ids = set.intersection(*(decoded_ids(gen_path) for _, gen_path, _ in systems))
         if not ids:
             raise VisionAttnError("--common: no sentence id is decoded by every system")
@@ -290,6 +428,9 @@ def main(argv=None):
         rows.append((name, score(gen_path, args.tokenize, ids), stats))
     if args.curve:
         columns += add_curve_distances(rows, args.curve.split(","), args.curve_latency)
+    if args.curve_interval:
+        baselines = args.curve.split(",")
+        columns += add_curve_intervals(rows, systems, baselines, args.curve_latency, ids, args.tokenize)
     if args.points:
         for name, bleu, stats in rows:
             print(f"{name}\t{stats.get('window_sizes', float('nan')):.3f}\t{bleu:.2f}")

@@ -944,6 +944,124 @@ def test_report_distance_to_a_baseline_curve(tmp_path, capsys):
         assert exit_.value.code == 2 and capsys.readouterr().err.strip().endswith(message)
 
 
+def _curve_systems(tmp_path):
+    """Three decodings of eight sentences with per-sentence DAL: two baselines of a line (``lo``
+    drops words, ``hi`` decodes the references) and ``m``, with words and lags of its own."""
+    refs = [f"w{i} x{i} y{i} z{i} v{i} u{i}" for i in range(8)]
+    outputs = {
+        "lo": ([" ".join(r.split()[: 2 + i % 3]) for i, r in enumerate(refs)], [2, 1, 3, 2, 2, 1, 3, 2]),
+        "hi": (refs, [6, 5, 7, 6, 5, 6, 6, 7]),
+        "m": (
+            [r if i % 2 else r.replace(f"y{i}", "q") for i, r in enumerate(refs)],
+            [4, 3, 5, 2, 6, 4, 3, 5],
+        ),
+    }
+    systems = []
+    for name, (hyps, dal) in outputs.items():
+        gen, stats = tmp_path / f"{name}.txt", tmp_path / f"{name}.jsonl"
+        gen.write_text("".join(f"T-{i}\t{r}\nD-{i}\t-0.1\t{h}\n" for i, (r, h) in enumerate(zip(refs, hyps))))
+        stats.write_text("".join(json.dumps({"id": i, "DAL": d}) + "\n" for i, d in enumerate(dal)))
+        systems.append((name, str(gen), str(stats)))
+    return refs, outputs, systems
+
+
+def test_curve_distance_bootstrap_redraws_every_system_by_hand(tmp_path):
+    """Each resample of the distance to the line is, by hand, sacrebleu's corpus BLEU and the mean
+    DAL of the drawn sentences (repeated as often as drawn) for every system, the baselines too,
+    then m's BLEU minus the line through the baselines' resampled points; a draw of every sentence
+    once gives the table's distance. A system identical to a baseline lies on the line in every
+    resample (interval 0 to 0); a NaN share above 2.5% leaves no interval."""
+    import numpy as np
+    import sacrebleu
+
+    refs, outputs, systems = _curve_systems(tmp_path)
+    ids = set(range(len(refs)))
+    draws = np.vstack([np.ones(8, dtype=int), report.bootstrap_draws(8, samples=30)])
+    assert (draws.sum(1) == 8).all() and len({tuple(row) for row in draws}) > 20
+
+    def by_hand(name, counts):
+        drawn = [i for i in range(8) for _ in range(counts[i])]
+        hyps, dal = outputs[name]
+        bleu = sacrebleu.corpus_bleu([hyps[i] for i in drawn], [[refs[i] for i in drawn]]).score
+        return sum(dal[i] for i in drawn) / len(drawn), bleu
+
+    expected = []
+    for counts in draws:
+        (x0, y0), (x1, y1), (x, y) = (by_hand(name, counts) for name in ("lo", "hi", "m"))
+        expected.append(y - (y0 + (y1 - y0) * (x - x0) / (x1 - x0)) if x0 <= x <= x1 else float("nan"))
+    got = report.resampled_curve_distances(systems, ["lo", "hi"], "DAL", ids, draws=draws)
+    assert list(got) == ["m"]
+    assert got["m"] == pytest.approx(np.array(expected), nan_ok=True, abs=1e-9)
+    rows = [("lo", report.score(systems[0][1]), {"DAL": 2.0}), ("hi", 100.0, {"DAL": 6.0})]
+    rows.append(("m", report.score(systems[2][1]), {"DAL": 4.0}))
+    report.add_curve_distances(rows, ["lo", "hi"], ["DAL"])
+    assert got["m"][0] == pytest.approx(rows[2][2]["to_curve_DAL"], abs=1e-9)
+
+    twin = [*systems, ("twin", systems[1][1], systems[1][2])]
+    on_line = report.resampled_curve_distances(twin, ["lo", "hi"], "DAL", ids, draws=draws)["twin"]
+    assert report.percentile_interval(on_line) == (0.0, 0.0)
+    assert report.percentile_interval([1.0] * 39 + [float("nan")]) == (1.0, 1.0)
+    assert report.percentile_interval([1.0] * 38 + [float("nan")] * 2) is None
+
+
+def test_report_curve_interval_from_the_command_line(tmp_path, capsys):
+    """--curve-interval adds the interval columns beside the distance, which lies inside it; the
+    baselines get none; without --curve, or with a system lacking statistics, one line says why."""
+    _, _, systems = _curve_systems(tmp_path)
+    specs = [f"{name}={gen}:{stats}" for name, gen, stats in systems]
+    report.main([*specs, "--curve", "lo,hi", "--curve-interval"])
+    rows = {r[0]: r for r in (line.split("\t") for line in capsys.readouterr().out.splitlines())}
+    assert rows["system"][-3:] == ["to_curve_DAL", "to_curve_DAL_ci95_low", "to_curve_DAL_ci95_high"]
+    distance, low, high = (float(cell) for cell in rows["m"][-3:])
+    assert low < distance < high and rows["lo"][-2:] == ["-", "-"] and rows["m"][2] == "8"
+    for argv, message in [
+        ([*specs, "--curve-interval"], "--curve-interval needs --curve NAME,NAME,..."),
+        (
+            [*specs, f"bare={systems[2][1]}", "--curve", "lo,hi", "--curve-interval"],
+            "bare has no STATS_JSONL",
+        ),
+    ]:
+        with pytest.raises(SystemExit):
+            report.main(argv)
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and message in err[0], err
+
+
+def test_bleu_by_length_curve_interval_is_reports_on_each_bucket_alone(tmp_path, capsys):
+    """bleu-by-length --curve-interval resamples each bucket's sentences apart: its interval in a
+    bucket is the one report --curve-interval gives on outputs holding that bucket's sentences
+    only; a system without STATS gets no column, and without --curve one line says why."""
+    from fairseq_vision_attn import analysis
+
+    refs, outputs, _ = _curve_systems(tmp_path)
+    sources = ["a b" if i % 2 else "a b c d e" for i in range(len(refs))]  # odd ids: the short bucket
+    hyps, dal = outputs["hi"]
+    outputs["hi"] = hyps, [d + 3 for d in dal]  # m's mean DAL within the line's in every resample
+
+    def write(name, ids, suffix=""):
+        hyps, dal = outputs[name]
+        gen, stats = tmp_path / f"{name}{suffix}.txt", tmp_path / f"{name}{suffix}.jsonl"
+        _generate_file(gen, [(i, sources[i], refs[i], hyps[i]) for i in ids])
+        stats.write_text("".join(json.dumps({"id": i, "DAL": dal[i]}) + "\n" for i in ids))
+        return f"{name}={gen}:{stats}"
+
+    specs = [write(name, range(8)) for name in outputs]
+    argv = ["bleu-by-length", "--generate", *specs, f"plain={tmp_path / 'm.txt'}", "--edges", "3"]
+    analysis.main([*argv, "--curve", "lo,hi", "--curve-interval"])
+    out = [line.split("\t") for line in capsys.readouterr().out.splitlines()[1:]]
+    assert out[0][-2:] == ["m to_curve_DAL_ci95_low", "m to_curve_DAL_ci95_high"] and len(out[0]) == 12
+    for row, ids, suffix in [(out[1], [1, 3, 5, 7], "_short"), (out[2], [0, 2, 4, 6], "_long")]:
+        report.main([write(name, ids, suffix) for name in outputs] + ["--curve", "lo,hi", "--curve-interval"])
+        alone = capsys.readouterr().out.splitlines()[-1].split("\t")
+        assert alone[0] == "m" and [float(c) for c in row[-2:]] == pytest.approx(
+            [float(c) for c in alone[-2:]]
+        )
+    with pytest.raises(SystemExit):
+        analysis.main([*argv, "--curve-interval"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--curve-interval needs --curve" in err[0], err
+
+
 def test_step_agreement_hand_values():
     """analysis' step_agreement on hand-built attention: sentence 1 (3 target steps; step 1 is
     never compared) puts step 2 on the reference's previous peak, 0.4 of its weight on the
