@@ -4,10 +4,11 @@ Loaded with ``--user-dir fairseq_vision_attn`` (or by import), it registers the 
 ``vision_attn_lstm`` with its architectures, the task ``translation_vision_attn`` and the
 package's criteria. See docs/mechanisms.md for the map of files to papers.
 
-The commands that only read and write text (``TEXT_TOOLS``), run as ``python -m
+The commands that read and write text (``TEXT_TOOLS``), run as ``python -m
 fairseq_vision_attn.NAME``, skip that registration: importing torch and fairseq costs about 5 s a
 start, which recipes pay once per decoding they tabulate. So does ``average``
-(``CHECKPOINT_TOOLS``), which reads and writes checkpoints with torch alone.
+(``CHECKPOINT_TOOLS``), which reads and writes checkpoints with torch alone. The sub-commands of
+``plots`` and ``analysis`` that load a checkpoint register when they run (``register``).
 """
 
 import logging
@@ -15,8 +16,9 @@ import sys
 
 from .errors import VisionAttnError, install_excepthook
 
-#: ``python -m fairseq_vision_attn.NAME`` for these starts without torch and fairseq
-TEXT_TOOLS = ("report", "seeds", "toydata", "prepare_data")
+#: ``python -m fairseq_vision_attn.NAME`` for these starts without torch and fairseq (``plots`` and
+#: ``analysis`` import them in the sub-commands that load a checkpoint, which call ``register``)
+TEXT_TOOLS = ("report", "seeds", "toydata", "prepare_data", "plots", "analysis")
 #: ... and for these without fairseq: they need torch, not a registered model
 CHECKPOINT_TOOLS = ("average",)
 
@@ -39,9 +41,17 @@ def started_as_text_tool(argv=None, tools=TEXT_TOOLS):
     return False
 
 
-install_excepthook()
+_registered = False
 
-if not started_as_text_tool(tools=TEXT_TOOLS + CHECKPOINT_TOOLS):
+
+def register():
+    """Register the package with fairseq (models, task, criteria; checkpoints loadable under
+    ``weights_only``), once; importing the package does it unless started as a text tool, whose
+    sub-commands that load a checkpoint call it first."""
+    global _registered
+    if _registered:
+        return
+    _registered = True
     # fairseq's text-to-speech task logs "Please install tensorboardX" at INFO when imported; the
     # package's own commands (python -m fairseq_vision_attn.*) import fairseq first and would print it.
     logging.getLogger("fairseq.tasks.text_to_speech").setLevel(logging.WARNING)
@@ -58,5 +68,18 @@ if not started_as_text_tool(tools=TEXT_TOOLS + CHECKPOINT_TOOLS):
 
     refuse_task_flags_without_the_task(sys.argv)
 
+
+install_excepthook()
+
+if not started_as_text_tool(tools=TEXT_TOOLS + CHECKPOINT_TOOLS):
+    register()
+
 __version__ = "0.1.0"
-__all__ = ["CHECKPOINT_TOOLS", "TEXT_TOOLS", "VisionAttnError", "__version__", "started_as_text_tool"]
+__all__ = [
+    "CHECKPOINT_TOOLS",
+    "TEXT_TOOLS",
+    "VisionAttnError",
+    "__version__",
+    "register",
+    "started_as_text_tool",
+]

@@ -34,7 +34,8 @@ import torch
 from simuleval.agents import TextToTextAgent
 from simuleval.agents.actions import ReadAction, WriteAction
 
-from .attention.monotonic import STOP_RULES, check_stop_threshold
+from .attention.monotonic import check_stop_threshold
+from .choices import STOP_RULES
 from .errors import VisionAttnError
 from .simultaneous import streaming_attention
 

@@ -113,7 +113,7 @@ import os
 import sys
 from collections import defaultdict
 
-from .attention.monotonic import STOP_RULES
+from .choices import STOP_RULES
 from .errors import VisionAttnError, non_negative_float, nonzero_int, one_line_errors, positive_float
 from .plots import LATENCY_METRICS, read_sentences
 from .report import read_stats
@@ -373,6 +373,10 @@ def load_checkpoint(path, data, flag="--path"):
     """(model in float32, its task) from a checkpoint and the binarized data directory; a missing
     checkpoint is a one-line error naming FLAG."""
     from fairseq import checkpoint_utils
+
+    from . import register
+
+    register()  # this command starts without the models (the package docstring)
 
     if not os.path.isfile(path):
         raise VisionAttnError(f"{flag} {path}: no such checkpoint")

@@ -47,7 +47,7 @@ from matplotlib.ft2font import FT2Font  # noqa: E402
 from matplotlib.path import Path  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
-from .attention.monotonic import STOP_RULES  # noqa: E402
+from .choices import STOP_RULES  # noqa: E402
 from .errors import VisionAttnError, number, one_line_errors  # noqa: E402
 from .report import parse_generate_output, read_stats  # noqa: E402
 from .seeds import split_seed  # noqa: E402
@@ -333,6 +333,10 @@ def load_for_plots(checkpoint, data_bin, subset):
     """(model in eval mode, task, dataset of ``subset``). Imports fairseq lazily: the other
     plots do not need it."""
     from fairseq import checkpoint_utils
+
+    from . import register
+
+    register()  # this command starts without the models (the package docstring)
 
     if not os.path.isfile(checkpoint):
         raise SystemExit(f"--path: no checkpoint at {checkpoint}")

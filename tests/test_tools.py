@@ -1097,16 +1097,17 @@ def test_text_tools_are_recognised_from_the_interpreters_arguments():
     tool of the package that needs the models."""
     from fairseq_vision_attn import CHECKPOINT_TOOLS, TEXT_TOOLS, started_as_text_tool
 
-    assert set(TEXT_TOOLS) == {"report", "seeds", "toydata", "prepare_data"}
+    assert set(TEXT_TOOLS) == {"report", "seeds", "toydata", "prepare_data", "plots", "analysis"}
     assert CHECKPOINT_TOOLS == ("average",)
     average = ["python", "-m", "fairseq_vision_attn.average"]
     assert started_as_text_tool(average, tools=TEXT_TOOLS + CHECKPOINT_TOOLS)
-    assert not started_as_text_tool(["python", "-m", "fairseq_vision_attn.plots"], tools=CHECKPOINT_TOOLS)
+    assert not started_as_text_tool(["python", "-m", "fairseq_vision_attn.report"], tools=CHECKPOINT_TOOLS)
     for argv, expected in [
         (["python", "-m", "fairseq_vision_attn.report", "t.tsv"], True),
         (["python", "-X", "importtime", "-W", "ignore", "-m", "fairseq_vision_attn.seeds"], True),
         (["python", "-u", "-m", "fairseq_vision_attn.toydata", "-m", "x"], True),
-        (["python", "-m", "fairseq_vision_attn.plots", "latency"], False),
+        (["python", "-m", "fairseq_vision_attn.plots", "latency"], True),
+        (["python", "-m", "fairseq_vision_attn.agent"], False),
         (["python", "-m", "fairseq_vision_attn.average"], False),
         (["python", "-m", "fairseq_vision_attn"], False),
         (["python", "-m", "pytest", "-m", "fairseq_vision_attn.report"], False),
@@ -1120,27 +1121,41 @@ def test_text_tools_are_recognised_from_the_interpreters_arguments():
 
 
 def test_text_tools_start_without_torch_and_importing_the_package_registers(tmp_path):
-    """Python's own import log (-X importtime) of `python -m fairseq_vision_attn.report` and of
-    `seeds` names neither torch nor fairseq, and the report still tabulates a decoding with its
-    statistics (mean window (4 + 3 + 2 + 1 + 1) / 5 = 2.2); a plain `import fairseq_vision_attn`
-    still registers the architectures."""
+    """Python's own import log (-X importtime) of `python -m fairseq_vision_attn.report`, of
+    `seeds` and of `analysis bleu-by-length` names neither torch nor fairseq, and each still
+    prints its table (the report: mean window (4 + 3 + 2 + 1 + 1) / 5 = 2.2; one sentence of 4
+    source words scores 100 in the bucket 1-5); a plain `import fairseq_vision_attn` still
+    registers the architectures (the sub-commands that load a checkpoint register when they run:
+    tests/test_cli.py runs them as commands)."""
     gen, stats = tmp_path / "gen.txt", tmp_path / "gen.jsonl"
     gen.write_text("S-0\ta b c d\nT-0\td c b a\nH-0\t-0.1\td c b a\nD-0\t-0.1\td c b a\n")
     row = {"id": 0, "src_len": 4, "hypo_len": 5, "window_sizes": [4, 3, 2, 1, 1]}
     stats.write_text(json.dumps(row) + "\n")
     table = tmp_path / "t.tsv"
     table.write_text("system\tBLEU\nx_s1\t1.0\nx_s2\t3.0\n")
-    for module, args in [("report", [f"sys={gen}:{stats}"]), ("seeds", [str(table)])]:
+    expected = {
+        "report": ["sys", "100.00", "4.00", "5.00", "2.20"],
+        "seeds": ["x", "1,2", "2.00", "1.41"],
+        "analysis": ["1-5", "1", "100.00"],
+    }
+    for module, args in [
+        ("report", [f"sys={gen}:{stats}"]),
+        ("seeds", [str(table)]),
+        ("analysis", ["bleu-by-length", "--generate", f"sys={gen}", "--edges", "5"]),
+    ]:
         result = run_cli(
             [sys.executable, "-X", "importtime", "-m", f"fairseq_vision_attn.{module}", *args], cwd=REPO
         )
         imported = imported_modules(result.stderr)
         assert "fairseq_vision_attn" in imported, module
         assert not {name.split(".")[0] for name in imported} & {"torch", "fairseq"}, module
-        expected = (
-            ["sys", "100.00", "4.00", "5.00", "2.20"] if module == "report" else ["x", "1,2", "2.00", "1.41"]
-        )
-        assert result.stdout.splitlines()[1].split("\t")[:5] == expected, result.stdout
+        row = result.stdout.splitlines()[2 if module == "analysis" else 1].split("\t")
+        assert row[: len(expected[module])] == expected[module], result.stdout
+    plots = run_cli(
+        [sys.executable, "-X", "importtime", "-m", "fairseq_vision_attn.plots", "--help"], cwd=REPO
+    )
+    assert "streaming-attention" in plots.stdout  # its checkpoint sub-commands import torch when run
+    assert not {name.split(".")[0] for name in imported_modules(plots.stderr)} & {"torch", "fairseq"}
     registered = run_cli(
         [
             sys.executable,

@@ -68,7 +68,6 @@ from .base import Attention, AttentionStep, masked_softmax, position_dtype, sour
 from .registry import register_attention
 
 ENERGY_FORMS = ("normalized", "unnormalized")
-STOP_RULES = ("energy", "cumulative")  # the test-time rule (module docstring)
 
 
 def check_stop_threshold(q):

@@ -60,7 +60,8 @@ from fairseq.sequence_generator import SequenceGeneratorWithAlignment
 from fairseq.tasks import FairseqTask, register_task
 from fairseq.tasks.translation import TranslationConfig, TranslationTask
 
-from ..attention.monotonic import STOP_RULES, check_stop_threshold
+from ..attention.monotonic import check_stop_threshold
+from ..choices import STOP_RULES
 from ..criterions.common import refuse_unaccepted
 from ..errors import VisionAttnError
 from ..latency import latency_scores
