@@ -64,9 +64,13 @@ def register():
     keep_lr_schedule_on_resume()
 
     from . import attention, criterions, models, tasks  # noqa: F401  (registration)
-    from .tasks.translation_vision_attn import refuse_task_flags_without_the_task
+    from .tasks.translation_vision_attn import (
+        refuse_moses_without_languages,
+        refuse_task_flags_without_the_task,
+    )
 
     refuse_task_flags_without_the_task(sys.argv)
+    refuse_moses_without_languages(sys.argv)
 
 
 install_excepthook()

@@ -387,6 +387,43 @@ def test_task_flag_without_the_task_fails_in_one_line(trained, toy_data_bin):
     )
 
 
+@pytest.mark.parametrize(
+    "argv,refused",
+    [
+        (["fairseq-generate", "bin", "--tokenizer", "moses"], True),
+        (["fairseq-interactive", "bin", "--tokenizer=moses", "-s", "de"], True),
+        (["fairseq-generate", "bin", "--tokenizer", "moses", "-s", "de", "--target-lang=en"], False),
+        (["fairseq-generate", "bin", "--tokenizer", "space"], False),
+        (["python", "--tokenizer", "moses"], False),  # not a fairseq command
+    ],
+)
+def test_moses_without_languages_is_named(argv, refused):
+    """fairseq's moses tokenizer takes its languages from --source-lang / --target-lang; without
+    both, one error says so (fairseq alone stops with a hydra error a hundred lines long)."""
+    from fairseq_vision_attn.errors import VisionAttnError
+    from fairseq_vision_attn.tasks.translation_vision_attn import refuse_moses_without_languages
+
+    if not refused:
+        refuse_moses_without_languages(argv)
+        return
+    with pytest.raises(VisionAttnError, match="^--tokenizer moses needs --source-lang and --target-lang"):
+        refuse_moses_without_languages(argv)
+
+
+def test_moses_without_languages_fails_in_one_line(trained, toy_data_bin):
+    """Through the real command, before anything is loaded: the one line, exit status 2."""
+    args = generate_args(toy_data_bin, trained["lstm_global"] / "checkpoint_best.pt")
+    proc = run_cli(args + ["--tokenizer", "moses"], cwd=REPO, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr and "hydra" not in proc.stderr, (
+        proc.stderr[-2000:]
+    )
+    assert (
+        proc.stderr.strip()
+        .splitlines()[-1]
+        .startswith("fairseq-vision-attn: error: --tokenizer moses needs --source-lang and --target-lang")
+    )
+
+
 def test_streaming_decoding_flags_and_input(trained, toy_data_bin, tmp_path):
     """--test-waitk-lagging changes wait-k's schedule at test time and is refused (one line)
     by any other checkpoint."""

@@ -144,6 +144,27 @@ def refuse_task_flags_without_the_task(argv):
         )
 
 
+def refuse_moses_without_languages(argv):
+    """``--tokenizer moses`` without ``--source-lang`` and ``--target-lang`` fails in one line:
+    fairseq's moses tokenizer takes its languages from them, and without them fairseq stops with a
+    hydra config error a hundred lines long. ``argv`` as :func:`refuse_task_flags_without_the_task`."""
+    if not os.path.basename(argv[0]).startswith("fairseq-"):
+        return
+    tokenizer, langs = None, set()
+    words = iter(argv[1:])
+    for word in words:
+        name, eq, value = word.partition("=")
+        if name == "--tokenizer":
+            tokenizer = value if eq else next(words, None)
+        elif name in ("-s", "--source-lang", "-t", "--target-lang"):
+            langs.add("source" if name in ("-s", "--source-lang") else "target")
+    if tokenizer == "moses" and langs != {"source", "target"}:
+        raise VisionAttnError(
+            "--tokenizer moses needs --source-lang and --target-lang (the moses tokenizer takes its "
+            "languages from them): add e.g. --source-lang de --target-lang en"
+        )
+
+
 def check_stats_output(path):
     """Refuse a ``--stats-output`` that cannot be written, before anything is decoded (and
     without creating or emptying the file)."""
