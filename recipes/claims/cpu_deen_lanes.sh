@@ -16,11 +16,11 @@
 # Machines differ: on 2026-12-05 evening's machine an epoch of De-En `lstm_flexible` took 6.1-7.7
 # minutes on two threads alone (10-24 beside a fresh-clone check; 9.6 alone on 2026-12-06), so
 # one De-En model outlasts a 3-hour session; a row resumes only where its folder survived.
-# The default rows (after 2026-12-07, evening), in the conditional decoder order: MILk lambda 1
-# with noise 16 (deen_cond2:milk_1_noise16_cond_s1; started on 2026-12-07), for a point between
-# that order's wait-3 and wait-5, then MILk lambda 0.1 held's seed 1
-# (deen_cond2:milk_0.1_hold_cond_s1; its first epochs ran on 2026-12-07) in lane A; SACT in the
-# authors' Luong order (deen_step:sact_embed_luong_s1) in lane B. Wait-3 in the conditional order
+# The default rows (after 2026-12-07, late morning), in the conditional decoder order: MILk lambda
+# 0.1 held's seed 1 (deen_cond2:milk_0.1_hold_cond_s1; started on 2026-12-07) in lane A; SACT in
+# the authors' Luong order (deen_step:sact_embed_luong_s1) in lane B. MILk lambda 1 with noise 16
+# in the conditional order (deen_cond2:milk_1_noise16_cond_s1, level with that order's wait-3)
+# reached the rule's end on 2026-12-07 late morning; wait-3 in that order
 # (deen_cond:waitk3_cond_s1), MILk's best recipe there
 # (deen_cond:milk_0.3_noise16_cond_s1: lambda 0.3, noise 16, at wait-5's lag) and wait-7
 # (deen_cond2:waitk7_cond_s1) reached the rule's end on 2026-12-07, wait-5 there
@@ -39,7 +39,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
 OUT=$(arg_path "${2:-}" "$ROOT/outputs/claims/deen")
-LANE_A=${LANE_A:-"deen_cond2:milk_1_noise16_cond_s1 deen_cond2:milk_0.1_hold_cond_s1"}
+LANE_A=${LANE_A:-"deen_cond2:milk_0.1_hold_cond_s1"}
 LANE_B=${LANE_B:-"deen_step:sact_embed_luong_s1"}
 LANES=${LANES:-2}
 [[ $LANES == 1 || $LANES == 2 ]] || usage_error "LANES=$LANES: valid values are 1 (one lane, two threads) \
