@@ -1046,7 +1046,7 @@ def main(argv=None):
             path, _, stats_path = (paths if sep else spec).partition(":")
             name = name if sep else path
             lines, own_buckets = _length_bucket_ids(path, edges)  # one parse for both columns
-            buckets = buckets or own_buckets
+            buckets = own_buckets if buckets is None else buckets  # the first output's
             systems.append((name, _bucket_bleu(lines, own_buckets, args.tokenize)))
             if stats_path:
                 latency.append((name, _bucket_latency(own_buckets, stats_path, metric, path)))
