@@ -116,7 +116,7 @@ from collections import defaultdict
 from .choices import STOP_RULES
 from .errors import VisionAttnError, non_negative_float, nonzero_int, one_line_errors, positive_float
 from .plots import LATENCY_METRICS, read_sentences
-from .report import read_stats
+from .report import read_stats, sentence_latency
 
 
 def read_frequent_types(dict_path, n):
@@ -677,20 +677,13 @@ def _bucket_bleu(lines, buckets, tokenize):
     return rows
 
 
-def _bucket_latency(buckets, stats_path, metric, path):
+def _bucket_latency(buckets, stats_path, metric):
     """[mean of ``metric`` or None when the bucket is empty] per bucket (sentence ids of
-    :func:`_length_bucket_ids` over ``path``), from the rows of that decoding's ``--stats-output``
-    ``stats_path``."""
-    rows = read_stats(stats_path)
-    missing = sorted(i for ids in buckets for i in ids if i not in rows)
-    if missing:
-        raise VisionAttnError(
-            f"{stats_path}: no row for sentence ids {missing[:5]} of {path}; "
-            "give that decoding's --stats-output"
-        )
-    if any(metric not in rows[i] for ids in buckets for i in ids):
-        raise VisionAttnError(f"{stats_path} has no {metric} for every sentence of {path}")
-    return [sum(rows[i][metric] for i in ids) / len(ids) if ids else None for ids in buckets]
+    :func:`_length_bucket_ids` over a decoding), from the rows of that decoding's
+    ``--stats-output`` ``stats_path``."""
+    ids = sorted(i for bucket in buckets for i in bucket)
+    lags = dict(zip(ids, sentence_latency(stats_path, metric, ids)))
+    return [sum(lags[i] for i in bucket) / len(bucket) if bucket else None for bucket in buckets]
 
 
 def bucket_curve_distances(systems, latency, baselines):
@@ -1049,7 +1042,7 @@ def main(argv=None):
             buckets = own_buckets if buckets is None else buckets  # the first output's
             systems.append((name, _bucket_bleu(lines, own_buckets, args.tokenize)))
             if stats_path:
-                latency.append((name, _bucket_latency(own_buckets, stats_path, metric, path)))
+                latency.append((name, _bucket_latency(own_buckets, stats_path, metric)))
                 with_stats.append((name, path, stats_path))
         if args.latency and not latency:
             raise VisionAttnError(

@@ -231,23 +231,38 @@ def sentence_latency(stats_path, metric, ids):
     return [rows[i][metric] for i in sorted(ids)]
 
 
-def resampled_curve_distances(systems, baselines, metric, ids, tokenize="none", draws=None):
+def resampled_bleu(systems, ids, draws, tokenize="none"):
+    """{name: BLEU of each resample} for every system of ``systems`` ([(name, gen_path, ...)]):
+    ``draws``, the resamples of ``ids`` as a matrix of draw counts (``bootstrap_draws``)."""
+    return {
+        name: [bleu_of_statistics(row) for row in draws @ sentence_bleu_statistics(gen_path, tokenize, ids)]
+        for name, gen_path, *_ in systems
+    }
+
+
+def check_interval_stats(systems):
+    """Every system of ``systems`` ([(name, gen_path, stats_path)]) has its --stats-output."""
+    missing = [name for name, _, stats_path in systems if not stats_path]
+    if missing:
+        raise VisionAttnError(f"--curve-interval: {missing[0]} has no STATS_JSONL: give it as NAME=GEN:STATS")
+
+
+def resampled_curve_distances(systems, baselines, metric, ids, tokenize="none", draws=None, bleu=None):
     """{name: array of BLEU minus the baselines' line at the system's mean ``metric``, one per
     resample (NaN outside the line's range)} for every system of ``systems`` ([(name, gen_path,
     stats_path)]) outside ``baselines``. ``draws``: the resamples of ``ids`` as a matrix of draw
     counts (``bootstrap_draws``), the same for every system (paired); in each resample every
-    system's BLEU and mean latency, the baselines' included, are those of the drawn sentences."""
+    system's BLEU and mean latency, the baselines' included, are those of the drawn sentences.
+    ``bleu``: ``resampled_bleu`` of these draws, when already computed (for another metric)."""
     import numpy as np
 
     names = [name for name, _, _ in systems]
     check_curve_names(baselines, names)
+    check_interval_stats(systems)
     draws = bootstrap_draws(len(ids)) if draws is None else np.asarray(draws)
-    bleu, latency = {}, {}
-    for name, gen_path, stats_path in systems:
-        if not stats_path:
-            raise VisionAttnError(f"--curve-interval: {name} has no STATS_JSONL: give it as NAME=GEN:STATS")
-        sums = draws @ sentence_bleu_statistics(gen_path, tokenize, ids)
-        bleu[name] = [bleu_of_statistics(row) for row in sums]
+    bleu = resampled_bleu(systems, ids, draws, tokenize) if bleu is None else bleu
+    latency = {}
+    for name, _, stats_path in systems:
         lags = np.array(sentence_latency(stats_path, metric, ids), dtype=float)
         latency[name] = draws @ lags / draws.sum(1)
     distances = {}
@@ -378,10 +393,13 @@ def add_curve_distances(rows, baselines, metrics):
 def add_curve_intervals(rows, systems, baselines, metrics, ids, tokenize):
     """Add ``to_curve_METRIC_ci95_low`` and ``_high`` (see the module docstring) to each row's
     statistics, on the sentence ``ids``; return the new column names."""
+    check_curve_names(baselines, [name for name, _, _ in systems])
+    check_interval_stats(systems)
     draws = bootstrap_draws(len(ids))
+    bleu = resampled_bleu(systems, ids, draws, tokenize)  # the same for every metric
     columns = []
     for metric in metrics:
-        distances = resampled_curve_distances(systems, baselines, metric, ids, tokenize, draws)
+        distances = resampled_curve_distances(systems, baselines, metric, ids, tokenize, draws, bleu)
         low, high = f"to_curve_{metric}_ci95_low", f"to_curve_{metric}_ci95_high"
         for name, _, stats in rows:
             interval = percentile_interval(distances[name]) if name in distances else None
