@@ -18,7 +18,8 @@
 # one De-En model outlasts a 3-hour session; a row resumes only where its folder survived.
 # The default rows (after 2026-12-07, late morning), in the conditional decoder order: MILk lambda
 # 0.1 held's seed 1 (deen_cond2:milk_0.1_hold_cond_s1; started on 2026-12-07) in lane A; wait-1
-# (deen_cond2:waitk1_cond_s1, the line below DAL 3.2), then SACT in the authors' Luong order
+# (deen_cond2:waitk1_cond_s1, the line below DAL 3.2), MILk lambda 1 with noise 16's seed 2 in
+# that order (deen_cond2:milk_1_noise16_cond_s2), then SACT in the authors' Luong order
 # (deen_step:sact_embed_luong_s1) in lane B. MILk lambda 1 with noise 16
 # in the conditional order (deen_cond2:milk_1_noise16_cond_s1, level with that order's wait-3)
 # reached the rule's end on 2026-12-07 late morning; wait-3 in that order
@@ -41,7 +42,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
 OUT=$(arg_path "${2:-}" "$ROOT/outputs/claims/deen")
 LANE_A=${LANE_A:-"deen_cond2:milk_0.1_hold_cond_s1"}
-LANE_B=${LANE_B:-"deen_cond2:waitk1_cond_s1 deen_step:sact_embed_luong_s1"}
+LANE_B=${LANE_B:-"deen_cond2:waitk1_cond_s1 deen_cond2:milk_1_noise16_cond_s2 deen_step:sact_embed_luong_s1"}
 LANES=${LANES:-2}
 [[ $LANES == 1 || $LANES == 2 ]] || usage_error "LANES=$LANES: valid values are 1 (one lane, two threads) \
 and 2 (two lanes side by side, one thread each)"
