@@ -8,6 +8,8 @@ attention's threshold can cut the window on a corpus.
     python -m fairseq_vision_attn.analysis monotonic-mismatch --path CKPT --data DATA_BIN \\
         [--subset valid] [--noise-vars 0 4] [--monotonic-stop energy] [--context-shifts S ...] \\
         [--argmax-output FILE [--remove-bpe] [--tokenizer moses]]
+    python -m fairseq_vision_attn.analysis teacher-forced --path CKPT --data DATA_BIN [--subset valid] \\
+        [--argmax-output FILE [--remove-bpe] [--tokenizer moses]]
     python -m fairseq_vision_attn.analysis alignment-sharpness --generate GEN [GEN ...]
     python -m fairseq_vision_attn.analysis alignment-by-word --generate GEN \\
         --dict DATA_BIN/dict.TGT.txt [--function-words 50]
@@ -62,6 +64,19 @@ policy's most probable words as a translation (``T-``/``H-``/``D-`` lines, BPE r
 detokenized as fairseq-generate's ``--remove-bpe --tokenizer moses``) for ``report.py``: its BLEU
 against greedy decoding's splits a gap between two models into the part there one step at a time
 and the part that grows when each conditions on its own outputs.
+
+**teacher-forced** (any checkpoint). The same teacher-forced figures for a model as it decodes
+(dropout off, no head switched): NLL, top-1 accuracy and, for a model whose decoder reports its
+delays (wait-k, the monotonic heads under their hard policy), the mean DAL; ``--argmax-output``
+writes its choices as above. It sets a streaming model's choices beside the wait-k models' (and
+an offline model's): whether a gap to the wait-k line is there one word at a time. Both commands
+end the rows with the top-1 accuracy by kind of reference piece (monotonic-mismatch: the hard
+policy's): a piece that begins a word, one that continues it (after a piece ending in subword-nmt's
+``@@``: the rest of a word being spelled out), and EOS; then after a right and after a wrong
+previous choice, with the mean lead there (source tokens read minus target tokens written) for a
+model that reports its delays: whether a policy spends its lag where the model has just failed,
+and whether the words it gets right there come in runs (what BLEU's longer n-grams count) or
+alone.
 
 **alignment-sharpness** and **memory-slots** (Britz et al. 2017, sec. 5). How sharply a model
 looks, as three figures over a set of distributions over source positions: the mean peak
@@ -257,7 +272,7 @@ def monotonic_heads(model):
 
 
 def monotonic_mismatch(
-    model, batches, noise_vars, pad, seed=1, stop_rule="energy", context_shifts=(), argmax=None
+    model, batches, noise_vars, pad, seed=1, stop_rule="energy", context_shifts=(), argmax=None, delays=None
 ):
     """Teacher-forced NLL and DAL of a streaming model under the hard policy and the expected
     alignment.
@@ -275,7 +290,9 @@ def monotonic_mismatch(
             states the policy has not read). The stopping rule is unchanged; the stops after the
             first follow the decoder states the shifted contexts give, so the DAL moves too.
         argmax: a dict to fill, for the hard policy, with ``{sentence id: (reference token ids,
-            the most probable token at each of its positions given the reference prefix)}``.
+            the most probable token at each of its positions given the reference prefix)}``;
+        delays: one to fill, for the hard policy, with ``{sentence id: [source tokens read before
+            each reference position]}``.
     Returns:
         ``[(label, nll_bits_per_token, mean_dal, uncertain_share, accuracy)]``, the hard policy
         first, then one row per context shift;
@@ -288,9 +305,6 @@ def monotonic_mismatch(
         with its heads' noise and stopping rule as they were.
     """
     import torch
-
-    from .criterions.common import attention_extras
-    from .latency import differentiable_average_lagging
 
     heads = monotonic_heads(model)
     if not heads:
@@ -338,28 +352,11 @@ def monotonic_mismatch(
                 else:
                     m.__dict__.pop("hard_weights", None)
             torch.manual_seed(seed)
-            nll, tokens, correct, dal, sentences = 0.0, 0, 0, 0.0, 0
             stops[:] = [0.0, 0.0]
-            with torch.no_grad():
-                for sample in batches:
-                    net_output = model(**sample["net_input"])
-                    lprobs = model.get_normalized_probs(net_output, log_probs=True).float()
-                    target = sample["target"]
-                    mask = target.ne(pad)
-                    gold = lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)
-                    nll -= gold[mask].sum().item()
-                    tokens += int(mask.sum())
-                    best = lprobs.argmax(-1)
-                    correct += int(best.eq(target)[mask].sum())
-                    if argmax is not None and label == hard:
-                        for i, sentence in enumerate(sample["id"].tolist()):
-                            argmax[sentence] = (target[i][mask[i]].tolist(), best[i][mask[i]].tolist())
-                    delays = attention_extras(net_output)["delay"]
-                    src_len = sample["net_input"]["src_lengths"]
-                    dal += differentiable_average_lagging(delays, src_len, mask).sum().item()
-                    sentences += target.size(0)
+            kept = (argmax, delays) if label == hard else (None, None)
+            nll, dal, accuracy = teacher_forced(model, batches, pad, *kept)
             share = stops[0] / stops[1] if expected and stops[1] > 0 else None
-            rows.append((label, nll / tokens / math.log(2), dal / sentences, share, correct / tokens))
+            rows.append((label, nll, dal, share, accuracy))
     finally:
         for m, (noise, rule) in zip(heads, saved):
             m.noise_var, m.stop_rule = noise, rule
@@ -367,6 +364,106 @@ def monotonic_mismatch(
             m.__dict__.pop("hard_weights", None)
         model.eval()
     return rows
+
+
+def teacher_forced(model, batches, pad, argmax=None, delays=None):
+    """(NLL in bits per target token, mean DAL or None, top-1 accuracy) of ``model`` as it is
+    (its mode and heads untouched) run teacher-forced on ``batches`` (fairseq samples): the NLL of
+    the references (EOS included, ``pad`` left out), the mean DAL of the delays the decoder reports
+    (on the reference length; None when it reports none: an offline model), and the share of
+    reference tokens that are the most probable word given the reference prefix. ``argmax``: a
+    dict to fill with ``{sentence id: (reference token ids, that most probable token at each of
+    its positions)}``; ``delays``: one to fill with ``{sentence id: [source tokens read before
+    each reference position]}`` (left empty for a model that reports no delays)."""
+    import torch
+
+    from .criterions.common import attention_extras
+    from .latency import differentiable_average_lagging
+
+    nll, tokens, correct, dal, sentences = 0.0, 0, 0, 0.0, 0
+    with torch.no_grad():
+        for sample in batches:
+            net_output = model(**sample["net_input"])
+            lprobs = model.get_normalized_probs(net_output, log_probs=True).float()
+            target = sample["target"]
+            mask = target.ne(pad)
+            nll -= lprobs.gather(-1, target.unsqueeze(-1)).squeeze(-1)[mask].sum().item()
+            tokens += int(mask.sum())
+            best = lprobs.argmax(-1)
+            correct += int(best.eq(target)[mask].sum())
+            if argmax is not None:
+                for i, sentence in enumerate(sample["id"].tolist()):
+                    argmax[sentence] = (target[i][mask[i]].tolist(), best[i][mask[i]].tolist())
+            read = attention_extras(net_output).get("delay")
+            if read is None:
+                dal = None
+            elif dal is not None:
+                src_len = sample["net_input"]["src_lengths"]
+                dal += differentiable_average_lagging(read, src_len, mask).sum().item()
+            if read is not None and delays is not None:
+                for i, sentence in enumerate(sample["id"].tolist()):
+                    delays[sentence] = read[i][mask[i]].tolist()
+            sentences += target.size(0)
+    return nll / tokens / math.log(2), None if dal is None else dal / sentences, correct / tokens
+
+
+def accuracy_by_piece(argmax, vocab, marker="@@"):
+    """{kind: (correct, count)} of teacher-forced choices (``argmax``: {sentence id: (reference
+    token ids, the chosen token ids)}, as :func:`teacher_forced` fills it) by the kind of reference
+    token: ``word-initial`` (a piece that begins a word), ``continuation`` (a piece after one that
+    ends in ``marker``, subword-nmt's BPE joiner: the rest of a word being spelled out), ``EOS``."""
+    counts = {kind: [0, 0] for kind in ("word-initial", "continuation", "EOS")}
+    for reference, best in argmax.values():
+        for i, (token, chosen) in enumerate(zip(reference, best)):
+            if token == vocab.eos():
+                kind = "EOS"
+            elif i > 0 and vocab[reference[i - 1]].endswith(marker):
+                kind = "continuation"
+            else:
+                kind = "word-initial"
+            counts[kind][0] += int(token == chosen)
+            counts[kind][1] += 1
+    return {kind: tuple(count) for kind, count in counts.items()}
+
+
+def accuracy_after(argmax, delays=None):
+    """{"right": row, "wrong": row} over the reference tokens after the first, by whether the
+    previous one was the most probable word given its prefix (``argmax`` as in
+    :func:`accuracy_by_piece`); row: (correct, count, the mean lead, or None without ``delays``
+    ({sentence id: [tokens read]}, as :func:`teacher_forced` fills it)): the source tokens read
+    before a position minus the target tokens written before it (wait-k: k, less where it has
+    read the whole source). Where a streaming policy spends its lag: after a word the model got
+    right, or after one it got wrong."""
+    rows = {"right": [0, 0, 0.0], "wrong": [0, 0, 0.0]}  # correct, count, summed lead
+    for sentence, (reference, best) in argmax.items():
+        right = [int(token == chosen) for token, chosen in zip(reference, best)]
+        read = delays.get(sentence) if delays else None
+        for i in range(1, len(right)):
+            row = rows["right" if right[i - 1] else "wrong"]
+            row[0] += right[i]
+            row[1] += 1
+            row[2] += read[i] - i if read else 0.0
+    return {
+        previous: (correct, n, lead / n if delays and n else None)
+        for previous, (correct, n, lead) in rows.items()
+    }
+
+
+def format_accuracy_after(rows):
+    """One comment line: the top-1 accuracy after a right and after a wrong previous token, with
+    its count and, where known, the mean lead (tokens read minus tokens written)."""
+    parts = []
+    for previous, (correct, n, lead) in rows.items():
+        if n:
+            read = "" if lead is None else f", lead {lead:.2f}"
+            parts.append(f"after a {previous} token {correct / n:.4f} ({n}{read})")
+    return "# top-1 accuracy " + "; ".join(parts)
+
+
+def format_accuracy_by_piece(counts):
+    """One comment line: the top-1 accuracy on each kind of reference piece, with its count."""
+    parts = [f"{kind} {correct / n:.4f} ({n})" for kind, (correct, n) in counts.items() if n]
+    return "# top-1 accuracy by reference piece: " + ", ".join(parts)
 
 
 def load_checkpoint(path, data, flag="--path"):
@@ -422,7 +519,9 @@ def write_argmax_output(path, argmax, task, post_process=None, tokenizer=None):
             out.write(f"D-{sentence}\t0\t{detokenized}\n")
 
 
-def run_monotonic_mismatch(args):
+def check_argmax_output(args):
+    """--argmax-output names a new file in an existing folder; --remove-bpe and --tokenizer only
+    come with it."""
     if args.argmax_output is None:
         for flag, value in (("--remove-bpe", args.post_process), ("--tokenizer", args.tokenizer)):
             if value is not None:
@@ -431,8 +530,31 @@ def run_monotonic_mismatch(args):
         raise VisionAttnError(f"--argmax-output {args.argmax_output} exists: name a new file")
     elif not os.path.isdir(os.path.dirname(args.argmax_output) or "."):
         raise VisionAttnError(f"--argmax-output {args.argmax_output}: its folder does not exist")
+
+
+def run_teacher_forced(args):
+    check_argmax_output(args)
     model, task, sentences, batches = load_subset(args)
-    argmax = {} if args.argmax_output else None
+    model.eval()
+    argmax, delays = {}, {}
+    nll, dal, accuracy = teacher_forced(model, list(batches), task.target_dictionary.pad(), argmax, delays)
+    if args.argmax_output:
+        write_argmax_output(args.argmax_output, argmax, task, args.post_process, args.tokenizer)
+    return "\n".join(
+        [
+            f"# {args.path}, {sentences} {args.subset} sentences, teacher-forced, dropout off",
+            "nll (bits/token)\ttop-1 accuracy\tDAL",
+            f"{nll:.4f}\t{accuracy:.4f}\t{'-' if dal is None else f'{dal:.3f}'}",
+            format_accuracy_by_piece(accuracy_by_piece(argmax, task.target_dictionary)),
+            format_accuracy_after(accuracy_after(argmax, delays)),
+        ]
+    )
+
+
+def run_monotonic_mismatch(args):
+    check_argmax_output(args)
+    model, task, sentences, batches = load_subset(args)
+    argmax, delays = {}, {}
     try:
         pad = task.target_dictionary.pad()
         rows = monotonic_mismatch(
@@ -444,10 +566,11 @@ def run_monotonic_mismatch(args):
             args.monotonic_stop,
             args.context_shifts,
             argmax,
+            delays,
         )
     except ValueError as error:
         raise VisionAttnError(f"--path {args.path}: {error}") from None
-    if argmax is not None:
+    if args.argmax_output:
         write_argmax_output(args.argmax_output, argmax, task, args.post_process, args.tokenizer)
     lines = [
         f"# {args.path}, {sentences} {args.subset} sentences, teacher-forced, dropout off",
@@ -456,6 +579,9 @@ def run_monotonic_mismatch(args):
     for label, nll, dal, share, accuracy in rows:
         undecided = "-" if share is None else f"{share:.3f}"
         lines.append(f"{label}\t{nll:.4f}\t{dal:.3f}\t{undecided}\t{accuracy:.4f}")
+    by_piece = accuracy_by_piece(argmax, task.target_dictionary)
+    lines.append(f"{format_accuracy_by_piece(by_piece)} (hard policy)")
+    lines.append(f"{format_accuracy_after(accuracy_after(argmax, delays))} (hard policy)")
     lines += [f"# {line}" for line in energy_ceilings(model)]
     return "\n".join(lines)
 
@@ -876,6 +1002,30 @@ def format_sharpness(rows):
     return "\n".join(lines)
 
 
+def add_argmax_output(parser, what):
+    """--argmax-output FILE and its formatting flags --remove-bpe and --tokenizer."""
+    parser.add_argument(
+        "--argmax-output",
+        metavar="FILE",
+        help=f"write {what} (the most probable word given the reference prefix) as "
+        "fairseq-generate's T-/H-/D- lines, for report.py (a new file)",
+    )
+    parser.add_argument(
+        "--post-process",
+        "--remove-bpe",
+        nargs="?",
+        const="@@ ",
+        default=None,
+        help="--argmax-output's BPE removal, as fairseq-generate's (e.g. subword_nmt; default: none)",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        choices=["moses"],
+        default=None,
+        help="--argmax-output's detokenizer, as fairseq-generate's (default: none)",
+    )
+
+
 def get_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -925,28 +1075,17 @@ def get_parser():
         help="a probe: for each S, a hard-policy row whose context is built as if the head had "
         "stopped S positions later than the policy says (negative: earlier); non-zero integers",
     )
-    mismatch.add_argument(
-        "--argmax-output",
-        metavar="FILE",
-        help="write the hard policy's teacher-forced choices (the most probable word given the "
-        "reference prefix) as fairseq-generate's T-/H-/D- lines, for report.py (a new file)",
-    )
-    mismatch.add_argument(
-        "--post-process",
-        "--remove-bpe",
-        nargs="?",
-        const="@@ ",
-        default=None,
-        help="--argmax-output's BPE removal, as fairseq-generate's (e.g. subword_nmt; default: none)",
-    )
-    mismatch.add_argument(
-        "--tokenizer",
-        choices=["moses"],
-        default=None,
-        help="--argmax-output's detokenizer, as fairseq-generate's (default: none)",
-    )
+    add_argmax_output(mismatch, "the hard policy's teacher-forced choices")
     mismatch.add_argument("--max-tokens", type=int, default=4000, metavar="N")
     mismatch.add_argument("--seed", type=int, default=1, help="seed of the noise (default 1)")
+    forced = sub.add_parser(
+        "teacher-forced", help="any model's teacher-forced NLL, top-1 accuracy and DAL, and its choices"
+    )
+    forced.add_argument("--path", required=True, help="the model's checkpoint (any arch)")
+    forced.add_argument("--data", required=True, help="the binarized data directory")
+    forced.add_argument("--subset", default="valid", help="default: valid")
+    add_argmax_output(forced, "the teacher-forced choices")
+    forced.add_argument("--max-tokens", type=int, default=4000, metavar="N")
     sharp = sub.add_parser(
         "alignment-sharpness", help="how sharply each output step attends (--print-alignment soft)"
     )
@@ -1022,6 +1161,9 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.command == "monotonic-mismatch":
         print(run_monotonic_mismatch(args))
+        return 0
+    if args.command == "teacher-forced":
+        print(run_teacher_forced(args))
         return 0
     if args.command == "memory-slots":
         print(run_memory_slots(args))

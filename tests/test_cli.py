@@ -509,7 +509,10 @@ def test_monotonic_stop_and_the_mismatch_analysis(trained, toy_data_bin, tmp_pat
     cumulative = run_cli(analysis + ["--path", str(ckpt), "--monotonic-stop", "cumulative"], cwd=REPO)
     row = cumulative.stdout.splitlines()[2].split("\t")
     assert row[0] == "hard policy (cumulative)" and float(row[2]) >= 1
-    assert out[3:] == cumulative.stdout.splitlines()[3:]  # the expected rows do not depend on it
+    other = cumulative.stdout.splitlines()
+    assert out[3:5] == other[3:5] and out[-1] == other[-1]  # the expected rows do not depend on it
+    assert out[5].startswith("# top-1 accuracy by reference piece: word-initial ")
+    assert out[6].startswith("# top-1 accuracy after a ") and ", lead " in out[6]  # hard policy: delays
     glob_ckpt = str(trained["lstm_global"] / "checkpoint_best.pt")
     proc = run_cli(analysis + ["--path", glob_ckpt], cwd=REPO, check=False)
     assert proc.returncode == 2 and "no monotonic head" in proc.stderr and "Traceback" not in proc.stderr
@@ -597,6 +600,106 @@ def test_mismatch_accuracy_and_argmax_output_follow_the_argmax(trained, toy_data
         proc = run_cli(args, cwd=REPO, check=False)
         assert proc.returncode == 2 and message in proc.stderr and "Traceback" not in proc.stderr
     assert (tmp_path / "tf.txt").read_text() == written
+
+
+def test_accuracy_by_piece_splits_at_the_bpe_joiner():
+    """accuracy_by_piece on a hand-made dictionary: a piece after one ending in "@@" continues a
+    word, every other word piece begins one, EOS apart; counts by hand."""
+    from fairseq.data import Dictionary
+
+    from fairseq_vision_attn.analysis import accuracy_by_piece, format_accuracy_by_piece
+
+    vocab = Dictionary()
+    a, b, c = (vocab.add_symbol(word) for word in ("a@@", "b", "c"))
+    eos = vocab.eos()
+    argmax = {0: ([a, b, eos], [a, c, eos]), 1: ([c, a, b, eos], [c, a, b, c])}
+    counts = accuracy_by_piece(argmax, vocab)
+    assert counts == {"word-initial": (3, 3), "continuation": (1, 2), "EOS": (1, 2)}
+    assert format_accuracy_by_piece(counts) == (
+        "# top-1 accuracy by reference piece: word-initial 1.0000 (3), continuation 0.5000 (2), "
+        "EOS 0.5000 (2)"
+    )
+
+
+def test_accuracy_after_splits_by_the_previous_choice():
+    """accuracy_after by hand: each position after the first falls under whether the previous one
+    was chosen right; the lead is the tokens read before a position minus its index."""
+    from fairseq_vision_attn.analysis import accuracy_after, format_accuracy_after
+
+    argmax = {0: ([5, 6, 2], [5, 7, 2]), 1: ([6, 5, 6, 2], [7, 5, 6, 6])}
+    delays = {0: [3.0, 4.0, 4.0], 1: [1.0, 1.0, 3.0, 5.0]}
+    # after a right token: (s0, 1) wrong, (s1, 2) right, (s1, 3) wrong, leads 3, 1, 2;
+    # after a wrong one: (s0, 2) right, (s1, 1) right, leads 2, 0
+    rows = accuracy_after(argmax, delays)
+    assert rows == {
+        "right": (1, 3, pytest.approx((3 + 1 + 2) / 3)),
+        "wrong": (2, 2, pytest.approx((2 + 0) / 2)),
+    }
+    assert accuracy_after(argmax) == {"right": (1, 3, None), "wrong": (2, 2, None)}
+    assert format_accuracy_after(rows) == (
+        "# top-1 accuracy after a right token 0.3333 (3, lead 2.00); "
+        "after a wrong token 1.0000 (2, lead 1.00)"
+    )
+
+
+def test_teacher_forced_matches_fairseq_validate_and_wait_k_lags_k(trained, toy_data_bin, tmp_path):
+    """analysis teacher-forced, on the trained toy wait-k (k = 3) and global models: the NLL is
+    fairseq-validate's loss (cross-entropy, bits per token) on the same subset; wait-k's DAL is
+    min(k, |x|) per sentence (Cherry & Foster's DAL of g_i = min(k + i - 1, |x|) when, as in the
+    toy reversal, |y| = |x|), averaged from the data's source lengths; an offline model has none;
+    --argmax-output writes fairseq-generate's references, one hypothesis per sentence."""
+    import argparse
+
+    from fairseq_vision_attn.analysis import load_subset
+    from fairseq_vision_attn.report import parse_generate_output
+
+    data = str(toy_data_bin / "data-bin")
+    analysis = ["python", "-m", "fairseq_vision_attn.analysis", "teacher-forced", "--data", data]
+    for arch in ("lstm_waitk", "lstm_global"):
+        ckpt = str(trained[arch] / "checkpoint_best.pt")
+        validate = run_cli(
+            ["fairseq-validate", data, "--user-dir", "fairseq_vision_attn", "--task"]
+            + ["translation_vision_attn", "--path", ckpt, "--valid-subset", "valid", "--cpu"]
+            + ["--max-tokens", "4000"],
+            cwd=REPO,
+        )
+        log = validate.stdout + validate.stderr
+        loss = float(re.search(r"valid on 'valid' subset \| loss ([0-9.]+)", log)[1])
+        out = run_cli(analysis + ["--path", ckpt], cwd=REPO).stdout.splitlines()
+        assert out[1] == "nll (bits/token)\ttop-1 accuracy\tDAL"
+        nll, accuracy, dal = out[2].split("\t")
+        assert float(nll) == pytest.approx(loss, abs=1e-3) and 0 < float(accuracy) <= 1
+        pieces = re.findall(r"(\S+) ([0-9.]+) \((\d+)\)", out[3])  # the toy has no BPE: no continuations
+        after = re.fullmatch(
+            r"# top-1 accuracy after a right token ([0-9.]+) \((\d+)(?:, lead (\S+))?\); "
+            r"after a wrong token ([0-9.]+) \((\d+)(?:, lead (\S+))?\)",
+            out[4],
+        )
+        assert [kind for kind, _, _ in pieces] == ["word-initial", "EOS"]
+        correct = sum(float(share) * int(n) for _, share, n in pieces)
+        assert correct / sum(int(n) for _, _, n in pieces) == pytest.approx(float(accuracy), abs=1e-3)
+        if arch == "lstm_global":
+            assert dal == "-" and after[3] is None and after[6] is None
+            continue
+        subset = argparse.Namespace(path=ckpt, data=data, subset="valid", max_tokens=4000)
+        _, _, _, batches = load_subset(subset)
+        src_lengths = [int(n) for b in batches for n in b["net_input"]["src_lengths"]]
+        assert float(dal) == pytest.approx(sum(min(3, n) for n in src_lengths) / len(src_lengths), abs=1e-3)
+        # the lead after the first position: min(k + i, |x|) - i, |y| = |x| in the toy reversal
+        leads = [min(3 + i, n) - i for n in src_lengths for i in range(1, n)]
+        right, wrong = int(after[2]), int(after[5])
+        assert right + wrong == len(leads)
+        lead = (right * float(after[3]) + wrong * float(after[6])) / len(leads)
+        assert lead == pytest.approx(sum(leads) / len(leads), abs=1e-2)
+    written = tmp_path / "tf.txt"  # the offline model's choices (ckpt: lstm_global's, the loop's last)
+    run_cli(analysis + ["--path", ckpt, "--subset", "test", "--argmax-output", str(written)], cwd=REPO)
+    (tmp_path / "generated.txt").write_text(run_cli(generate_args(toy_data_bin, ckpt), cwd=REPO).stdout)
+    generated = parse_generate_output(tmp_path / "generated.txt")["T"]
+    lines = parse_generate_output(written)
+    assert lines["T"] == generated and set(lines["H"]) == set(generated)
+    proc = run_cli(analysis + ["--path", ckpt, "--argmax-output", str(written)], cwd=REPO, check=False)
+    assert proc.returncode == 2 and "exists: name a new file" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_mismatch_context_shifts_move_the_hard_context(trained, toy_data_bin):
