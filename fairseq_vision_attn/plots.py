@@ -459,9 +459,9 @@ def place_labels(ax, labelled, fontsize=6):
     """Annotate each (x, y, text) at the first offset of LABEL_OFFSETS where its text overlaps no
     point, no drawn line (a family's curve, an offline reference) and no label placed before it,
     and stays inside the axes (where none is free, the one with the fewest clashes, weighted so
-    that a label on another label is the worst: 4 a label, 2 a point, 1 a line, 8 outside the
-    axes); a label moved off its point's corner gets a thin line to the point. Returns the
-    annotations."""
+    that a label on another label is the worst, since neither can then be read: 9 a label, 8
+    outside the axes, 2 a point, 1 a line); a label moved off its point's corner gets a thin line
+    to the point. Returns the annotations."""
     renderer = ax.figure.canvas.get_renderer()
     inside = ax.get_window_extent(renderer)
     curves = [  # the axes' drawn lines in pixels (markers alone are points, below)
@@ -482,7 +482,7 @@ def place_labels(ax, labelled, fontsize=6):
             box = trial.get_window_extent(renderer)
             trial.remove()
             outside = not (inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1))
-            clashes = 4 * sum(box.overlaps(other) for other in boxes[n_points:])  # labels placed
+            clashes = 9 * sum(box.overlaps(other) for other in boxes[n_points:])  # labels placed
             clashes += 2 * sum(box.overlaps(other) for other in boxes[:n_points]) + 8 * outside
             clashes += sum(curve.intersects_bbox(box, filled=False) for curve in curves)
             if best is None or clashes < best[0]:

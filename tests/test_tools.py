@@ -592,7 +592,7 @@ def test_latency_plot_families_never_share_a_colour_and_marker(tmp_path, monkeyp
 @pytest.mark.parametrize("subset", ["valid", "test", "test1"])
 def test_latency_plot_of_the_committed_line_puts_no_label_on_another(subset, tmp_path, monkeypatch):
     """The De-En latency plot the results page draws (docs/results/deen_line.SUBSET.tsv,
-    --seed-means: 27 points of 13 families on 2026-12-07, crowded between DAL 3 and 7): no
+    --seed-means: 28 points of 13 families on 2026-12-07, crowded between DAL 3 and 7): no
     label's text overlaps another's in its panel (the nearer offsets and unweighted clashes left
     2-5 such pairs on each). A row added that crowds it past what place_labels can clear fails
     here."""
