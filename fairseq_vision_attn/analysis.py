@@ -460,6 +460,16 @@ def format_accuracy_after(rows):
     return "# top-1 accuracy " + "; ".join(parts)
 
 
+def format_choices(argmax, delays, vocab, suffix=""):
+    """The two comment lines both teacher-forced commands end with: the top-1 accuracy by kind of
+    reference piece (:func:`accuracy_by_piece`) and after a right or a wrong previous choice
+    (:func:`accuracy_after`), each followed by ``suffix``."""
+    return [
+        format_accuracy_by_piece(accuracy_by_piece(argmax, vocab)) + suffix,
+        format_accuracy_after(accuracy_after(argmax, delays)) + suffix,
+    ]
+
+
 def format_accuracy_by_piece(counts):
     """One comment line: the top-1 accuracy on each kind of reference piece, with its count."""
     parts = [f"{kind} {correct / n:.4f} ({n})" for kind, (correct, n) in counts.items() if n]
@@ -545,8 +555,7 @@ def run_teacher_forced(args):
             f"# {args.path}, {sentences} {args.subset} sentences, teacher-forced, dropout off",
             "nll (bits/token)\ttop-1 accuracy\tDAL",
             f"{nll:.4f}\t{accuracy:.4f}\t{'-' if dal is None else f'{dal:.3f}'}",
-            format_accuracy_by_piece(accuracy_by_piece(argmax, task.target_dictionary)),
-            format_accuracy_after(accuracy_after(argmax, delays)),
+            *format_choices(argmax, delays, task.target_dictionary),
         ]
     )
 
@@ -579,9 +588,7 @@ def run_monotonic_mismatch(args):
     for label, nll, dal, share, accuracy in rows:
         undecided = "-" if share is None else f"{share:.3f}"
         lines.append(f"{label}\t{nll:.4f}\t{dal:.3f}\t{undecided}\t{accuracy:.4f}")
-    by_piece = accuracy_by_piece(argmax, task.target_dictionary)
-    lines.append(f"{format_accuracy_by_piece(by_piece)} (hard policy)")
-    lines.append(f"{format_accuracy_after(accuracy_after(argmax, delays))} (hard policy)")
+    lines += format_choices(argmax, delays, task.target_dictionary, " (hard policy)")
     lines += [f"# {line}" for line in energy_ceilings(model)]
     return "\n".join(lines)
 
