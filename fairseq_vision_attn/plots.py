@@ -461,7 +461,8 @@ def place_labels(ax, labelled, fontsize=6):
     and stays inside the axes (where none is free, the one with the fewest clashes, weighted so
     that a label on another label is the worst, since neither can then be read: 9 a label, 8
     outside the axes, 2 a point, 1 a line); a label moved off its point's corner gets a thin line
-    to the point. Returns the annotations."""
+    to the point. A label still on another once all are placed is placed again, the others known
+    (two passes). Returns the annotations."""
     renderer = ax.figure.canvas.get_renderer()
     inside = ax.get_window_extent(renderer)
     curves = [  # the axes' drawn lines in pixels (markers alone are points, below)
@@ -473,8 +474,9 @@ def place_labels(ax, labelled, fontsize=6):
     for x, y, _ in labelled:  # every point's marker, 4 pixels each way
         px, py = ax.transData.transform((x, y))
         boxes.append(Bbox.from_extents(px - 4, py - 4, px + 4, py + 4))
-    placed, n_points = [], len(boxes)
-    for x, y, text in labelled:
+    n_points = len(boxes)
+
+    def best_offset(x, y, text, labels):  # the offset with the fewest weighted clashes
         best = None
         for dx, dy in LABEL_OFFSETS:
             style = {"fontsize": fontsize, "textcoords": "offset points", "ha": "left" if dx > 0 else "right"}
@@ -482,17 +484,30 @@ def place_labels(ax, labelled, fontsize=6):
             box = trial.get_window_extent(renderer)
             trial.remove()
             outside = not (inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1))
-            clashes = 9 * sum(box.overlaps(other) for other in boxes[n_points:])  # labels placed
+            clashes = 9 * sum(box.overlaps(other) for other in labels)
             clashes += 2 * sum(box.overlaps(other) for other in boxes[:n_points]) + 8 * outside
             clashes += sum(curve.intersects_bbox(box, filled=False) for curve in curves)
             if best is None or clashes < best[0]:
-                best = (clashes, (dx, dy), style, box)
+                best = (clashes, (dx, dy), box)
             if clashes == 0:
                 break
-        _, (dx, dy), style, box = best
+        return best
+
+    offsets = []
+    for x, y, text in labelled:  # each label clear of those placed before it
+        _, offset, box = best_offset(x, y, text, boxes[n_points:])
+        offsets.append(offset)
+        boxes.append(box)
+    for _ in range(2):  # then a label still on another is moved, every other label now known
+        for k, (x, y, text) in enumerate(labelled):
+            others = boxes[n_points : n_points + k] + boxes[n_points + k + 1 :]
+            if any(boxes[n_points + k].overlaps(other) for other in others):
+                _, offsets[k], boxes[n_points + k] = best_offset(x, y, text, others)
+    placed = []
+    for (x, y, text), (dx, dy) in zip(labelled, offsets):
+        style = {"fontsize": fontsize, "textcoords": "offset points", "ha": "left" if dx > 0 else "right"}
         line = None if abs(dy) < 9 else {"arrowstyle": "-", "lw": 0.4, "color": "grey", "shrinkB": 2}
         placed.append(ax.annotate(text, (x, y), xytext=(dx, dy), arrowprops=line, **style))
-        boxes.append(box)
     return placed
 
 
