@@ -476,11 +476,13 @@ def place_labels(ax, labelled, fontsize=6):
         boxes.append(Bbox.from_extents(px - 4, py - 4, px + 4, py + 4))
     n_points = len(boxes)
 
+    def style(dx):
+        return {"fontsize": fontsize, "textcoords": "offset points", "ha": "left" if dx > 0 else "right"}
+
     def best_offset(x, y, text, labels):  # the offset with the fewest weighted clashes
         best = None
         for dx, dy in LABEL_OFFSETS:
-            style = {"fontsize": fontsize, "textcoords": "offset points", "ha": "left" if dx > 0 else "right"}
-            trial = ax.annotate(text, (x, y), xytext=(dx, dy), **style)
+            trial = ax.annotate(text, (x, y), xytext=(dx, dy), **style(dx))
             box = trial.get_window_extent(renderer)
             trial.remove()
             outside = not (inside.contains(box.x0, box.y0) and inside.contains(box.x1, box.y1))
@@ -505,9 +507,8 @@ def place_labels(ax, labelled, fontsize=6):
                 _, offsets[k], boxes[n_points + k] = best_offset(x, y, text, others)
     placed = []
     for (x, y, text), (dx, dy) in zip(labelled, offsets):
-        style = {"fontsize": fontsize, "textcoords": "offset points", "ha": "left" if dx > 0 else "right"}
         line = None if abs(dy) < 9 else {"arrowstyle": "-", "lw": 0.4, "color": "grey", "shrinkB": 2}
-        placed.append(ax.annotate(text, (x, y), xytext=(dx, dy), arrowprops=line, **style))
+        placed.append(ax.annotate(text, (x, y), xytext=(dx, dy), arrowprops=line, **style(dx)))
     return placed
 
 
