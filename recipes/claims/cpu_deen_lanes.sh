@@ -17,7 +17,7 @@
 # minutes on two threads alone (10-24 beside a fresh-clone check; 9.6 alone on 2026-12-06), so
 # one De-En model outlasts a 3-hour session; a row resumes only where its folder survived.
 # The default rows (after 2026-12-07, evening): the second seeds of the conditional order's
-# wait-3 and wait-1 (deen_cond2:waitk3_cond_s2, waitk1_cond_s2), the two points its line at DAL 3
+# wait-3 and wait-1 (deen_cond3:waitk3_cond_s2, waitk1_cond_s2), the two points its line at DAL 3
 # is drawn through, in lane A; MILk lambda 0.1 held's seed 1 in that order
 # (deen_cond2:milk_0.1_hold_cond_s1; paused at epoch 8 on 2026-12-07, its folder lost with that
 # machine) and SACT in the authors' Luong order (deen_step:sact_embed_luong_s1) in lane B. MILk
@@ -46,7 +46,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
 OUT=$(arg_path "${2:-}" "$ROOT/outputs/claims/deen")
-LANE_A=${LANE_A:-"deen_cond2:waitk3_cond_s2 deen_cond2:waitk1_cond_s2"}
+LANE_A=${LANE_A:-"deen_cond3:waitk3_cond_s2 deen_cond3:waitk1_cond_s2"}
 LANE_B=${LANE_B:-"deen_cond2:milk_0.1_hold_cond_s1 deen_step:sact_embed_luong_s1"}
 LANES=${LANES:-2}
 [[ $LANES == 1 || $LANES == 2 ]] || usage_error "LANES=$LANES: valid values are 1 (one lane, two threads) \
