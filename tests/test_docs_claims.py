@@ -3,6 +3,7 @@ README's short table, which repeats it with a shorter "ours" cell, say the same 
 row points to a section of the docs that exists."""
 
 import csv
+import glob
 import os
 import re
 
@@ -82,6 +83,25 @@ def test_readme_table_shortens_the_tsv():
                 assert short == f"[results]({full})"
             else:
                 assert short == full, (column, row[1])
+
+
+# a markdown link to a section: (#anchor) in the same file, or (PATH.md#anchor) relative to it
+SECTION_LINK = re.compile(r"\]\(([\w./-]*\.md)?#([^)\s]+)\)")
+
+
+def test_every_link_to_a_section_of_the_docs_exists():
+    """Every link into a section, in the README and docs/*.md, names a heading of its file: a
+    renamed section heading (a figure in it changed) must take its links along."""
+    markdown = [os.path.join(REPO, "README.md"), *sorted(glob.glob(os.path.join(REPO, "docs", "*.md")))]
+    broken = []
+    for source in markdown:
+        text = open(source, encoding="utf-8").read()
+        for target, anchor in SECTION_LINK.findall(text):
+            full = os.path.normpath(os.path.join(os.path.dirname(source), target)) if target else source
+            headings = re.findall(r"^#+ (.+)$", open(full, encoding="utf-8").read(), flags=re.M)
+            if anchor not in {_slug(h) for h in headings}:
+                broken.append(f"{os.path.relpath(source, REPO)} -> {target}#{anchor}")
+    assert not broken, broken
 
 
 def test_slug_follows_github():

@@ -21,11 +21,9 @@
 # is drawn through, in lane A; MILk lambda 0.1 held's seed 1 in that order
 # (deen_cond2:milk_0.1_hold_cond_s1; paused at epoch 8 on 2026-12-07, its folder lost with that
 # machine) and SACT in the authors' Luong order (deen_step:sact_embed_luong_s1) in lane B. MILk
-# lambda 1 with noise 16's seeds 2 and 3 in the conditional order
-# (deen_cond2:milk_1_noise16_cond_s2, _s3) reached the rule's end on 2026-12-07 afternoon and
-# evening. Wait-1 in
-# that order (deen_cond2:waitk1_cond_s1, the line below DAL 3.2) reached the rule's end on
-# 2026-12-07 midday. MILk lambda 1 with noise 16
+# lambda 1 with noise 16's seeds 2 and 3 in the conditional order (deen_cond2:milk_1_noise16_cond_s2,
+# _s3) reached the rule's end on 2026-12-07 afternoon and evening. Wait-1 in that order
+# (deen_cond2:waitk1_cond_s1, the line below DAL 3.2) reached the rule's end on 2026-12-07 midday. MILk lambda 1 with noise 16
 # in the conditional order (deen_cond2:milk_1_noise16_cond_s1, level with that order's wait-3)
 # reached the rule's end on 2026-12-07 late morning; wait-3 in that order
 # (deen_cond:waitk3_cond_s1), MILk's best recipe there
