@@ -24,6 +24,12 @@ def _slug(heading):
     return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
 
 
+def _anchors(path):
+    """The anchors of a markdown file's headings."""
+    headings = re.findall(r"^#+ (.+)$", open(path, encoding="utf-8").read(), flags=re.M)
+    return {_slug(h) for h in headings}
+
+
 def _readme_claims():
     """The rows of the README's table whose header starts with '| paper | claim |'."""
     lines = open(os.path.join(REPO, "README.md"), encoding="utf-8").read().splitlines()
@@ -53,8 +59,7 @@ def test_every_claim_points_to_an_existing_section():
         full = os.path.join(REPO, path)
         assert os.path.isfile(full), f"{path} does not exist"
         if anchor:
-            headings = re.findall(r"^#+ (.+)$", open(full, encoding="utf-8").read(), flags=re.M)
-            assert anchor in {_slug(h) for h in headings}, f"{path} has no section #{anchor}"
+            assert anchor in _anchors(full), f"{path} has no section #{anchor}"
 
 
 # a figure: a number, its sign when it stands alone ("-0.49", not the "-3" of "seeds 1-3"), its "%"
@@ -93,13 +98,14 @@ def test_every_link_to_a_section_of_the_docs_exists():
     """Every link into a section, in the README and docs/*.md, names a heading of its file: a
     renamed section heading (a figure in it changed) must take its links along."""
     markdown = [os.path.join(REPO, "README.md"), *sorted(glob.glob(os.path.join(REPO, "docs", "*.md")))]
-    broken = []
+    anchors, broken = {}, []  # anchors: each linked file's, read once
     for source in markdown:
         text = open(source, encoding="utf-8").read()
         for target, anchor in SECTION_LINK.findall(text):
             full = os.path.normpath(os.path.join(os.path.dirname(source), target)) if target else source
-            headings = re.findall(r"^#+ (.+)$", open(full, encoding="utf-8").read(), flags=re.M)
-            if anchor not in {_slug(h) for h in headings}:
+            if full not in anchors:
+                anchors[full] = _anchors(full)
+            if anchor not in anchors[full]:
                 broken.append(f"{os.path.relpath(source, REPO)} -> {target}#{anchor}")
     assert not broken, broken
 
