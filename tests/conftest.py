@@ -2,6 +2,7 @@
 
 import argparse
 import concurrent.futures
+import logging
 import os
 import shutil
 import subprocess
@@ -9,6 +10,12 @@ import sys
 
 import pytest
 import torch
+
+# fairseq's text-to-speech task logs "Please install tensorboardX" at INFO when imported; the
+# fairseq imports below come before the package's own register(), which quiets it, and under
+# pytest-xdist the worker's line was printed after the run's summary.
+logging.getLogger("fairseq.tasks.text_to_speech").setLevel(logging.WARNING)
+
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from filelock import FileLock
