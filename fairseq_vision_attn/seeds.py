@@ -1,7 +1,8 @@
 """Mean and standard deviation over seeds of the rows of report tables.
 
     python -m fairseq_vision_attn.seeds TABLE.tsv [TABLE.tsv ...] [--columns BLEU RIBES]
-        [--curve BASE,BASE,... [--curve-latency DAL ...]] [--per-seed] [--against BASE] [--interval]
+        [--curve BASE,BASE,... [--curve-latency DAL ...] [--curve-exact BASE,...]] [--per-seed]
+        [--against BASE] [--interval]
 
 Each TABLE is ``fairseq_vision_attn.report``'s output (a queue's ``table.{valid,test}.tsv``).
 A row named ``BASE_sN`` is seed N of system BASE (``BASE_sN@RULE``, a queue's decoding with
@@ -35,7 +36,9 @@ points are seed means too: at a run's latency the curve is a weighted sum of two
 BLEU (``report.curve_weights``), so a group's mean distance is its own seeds' mean minus the
 baselines' means each times the group's mean weight on it. Its variance adds the group's
 (variance of its seeds / n) and each baseline's times that weight squared, with Welch-Satterthwaite
-degrees of freedom (a baseline of one seed that carries weight leaves the interval unknown). With
+degrees of freedom (a baseline of one seed that carries weight leaves the interval unknown, unless
+``--curve-exact`` names it: the baselines it names count as exact, no variance, and a report says
+so; naming every baseline gives Student's t on the group's own distances). With
 ``--against`` the weights are the two groups' differences: at one latency the curve cancels and the
 test is Welch's on BLEU. The baselines' mean latencies are taken as exact (wait-k's DAL moves by
 hundredths between seeds).
@@ -113,10 +116,17 @@ class Curve:
         return [statistics.fmean(w) for w in zip(*(self.weights[base, seed] for seed in runs))]
 
 
-def add_curve_distances(groups, baselines, metrics):
+def add_curve_distances(groups, baselines, metrics, exact=()):
     """Add ``to_curve_METRIC`` to the values of every run outside ``baselines`` (see the module
-    docstring); return {new column: its Curve}."""
+    docstring); return {new column: its Curve}. ``exact``: baselines whose seed means the Curve's
+    intervals take as exact (no variance)."""
     check_curve_names(baselines, list(groups))
+    unknown = [base for base in exact if base not in baselines]
+    if unknown:
+        raise VisionAttnError(
+            f"--curve-exact: {', '.join(unknown)} is not a baseline of --curve (its baselines: "
+            f"{', '.join(baselines)})"
+        )
     curves = {}
     for metric in metrics:
         points, terms = [], []
@@ -129,7 +139,7 @@ def add_curve_distances(groups, baselines, metrics):
                 )
             bleu = [values["BLEU"] for values in runs]
             points.append((statistics.fmean(values[metric] for values in runs), statistics.fmean(bleu)))
-            terms.append(mean_term(bleu))
+            terms.append((0.0, 1) if base in exact else mean_term(bleu))
         column = f"to_curve_{metric}"
         curve = Curve(column, terms)
         for base, runs in groups.items():
@@ -373,6 +383,12 @@ def get_parser():
         help="latency columns the curve is drawn in, one to_curve_METRIC column each (default: DAL)",
     )
     parser.add_argument(
+        "--curve-exact",
+        metavar="BASE[,BASE...]",
+        help="baselines of --curve whose seed means the intervals and tests take as exact (no "
+        "variance), e.g. a one-seed point, which otherwise leaves them unknown where it carries weight",
+    )
+    parser.add_argument(
         "--per-seed",
         action="store_true",
         help="print one row per run (each seed's values) instead of each system's mean and sd",
@@ -408,7 +424,12 @@ def main(argv=None):
     if (args.against or args.interval) and args.per_seed:
         flag = "--against" if args.against else "--interval"
         raise VisionAttnError(f"{flag} is about the seed means of systems: it does not go with --per-seed")
-    curves = add_curve_distances(groups, args.curve.split(","), args.curve_latency) if args.curve else {}
+    if args.curve_exact and not args.curve:
+        raise VisionAttnError("--curve-exact names baselines of a curve: give --curve BASE,BASE,...")
+    exact = args.curve_exact.split(",") if args.curve_exact else ()
+    curves = (
+        add_curve_distances(groups, args.curve.split(","), args.curve_latency, exact) if args.curve else {}
+    )
     columns += list(curves)
     if args.per_seed:
         print(format_per_seed(per_seed(tables, columns), columns))

@@ -843,7 +843,7 @@ def test_seeds_curve_intervals_carry_the_curves_own_seeds_by_hand(tmp_path, caps
     the by-hand Welch test above). n at DAL 3 (weights 1/2, 1/2; BLEU 17, 19, distances 1, 3):
     m - n = 1 with variance 1 + 1 + (1/2)^2 + (1/2)^2 = 2.5 (the weights differ by 1/2 on each
     baseline) on 2.5^2 / (1 + 1 + 1/16 + 1/16) degrees of freedom. A single-seed baseline that
-    carries weight leaves the interval unknown."""
+    carries weight leaves the interval unknown, unless --curve-exact takes its mean as exact."""
     from fairseq_vision_attn import seeds
 
     table = tmp_path / "t.tsv"
@@ -869,6 +869,24 @@ def test_seeds_curve_intervals_carry_the_curves_own_seeds_by_hand(tmp_path, caps
     seeds.main([str(table), "--columns", "BLEU", "--curve", "a,c", "--interval"])
     rows = {r[0]: r for r in (line.split("\t") for line in capsys.readouterr().out.splitlines())}
     assert rows["m"][-4:] == ["3.50", "1.41", "-", "-"]  # c (one seed) carries half of m's curve
+    # --curve-exact c: m's distances 2.5, 4.5 (the curve at DAL 4 is (11 + 30) / 2) have their own
+    # variance 1, a's half weight adds (1/2)^2 x 1, c adds none: 1.25 on 1.25^2 / (1 + 1/16) = 1.47
+    # degrees of freedom, 3.5 +- t(0.975, 1.47) sqrt(1.25) = -3.42 to +10.42 (scipy.stats.t.ppf);
+    # with a exact too, Student's t on m's two distances: 3.5 +- 12.706 x 1 = -9.21 to +16.21
+    for exact, bounds in [("c", ["-3.42", "10.42"]), ("a,c", ["-9.21", "16.21"])]:
+        seeds.main([str(table), "--columns", "BLEU", "--curve", "a,c", "--curve-exact", exact, "--interval"])
+        rows = {r[0]: r for r in (line.split("\t") for line in capsys.readouterr().out.splitlines())}
+        assert rows["m"][-4:] == ["3.50", "1.41", *bounds]
+    for argv, message in [
+        (
+            ["--curve", "a,c", "--curve-exact", "b"],
+            "--curve-exact: b is not a baseline of --curve (its baselines: a, c)",
+        ),
+        (["--curve-exact", "a"], "--curve-exact names baselines of a curve: give --curve BASE,BASE,..."),
+    ]:
+        with pytest.raises(SystemExit) as exit_:
+            seeds.main([str(table), *argv])
+        assert exit_.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_seeds_curve_interval_covers_the_true_distance_95_percent_of_the_time():
