@@ -16,35 +16,33 @@
 # Machines differ: on 2026-12-05 evening's machine an epoch of De-En `lstm_flexible` took 6.1-7.7
 # minutes on two threads alone (10-24 beside a fresh-clone check; 9.6 alone on 2026-12-06), so
 # one De-En model outlasts a 3-hour session; a row resumes only where its folder survived.
-# The default rows (after 2026-12-07, evening): the second seeds of the conditional order's
-# wait-3 and wait-1 (deen_cond3:waitk3_cond_s2, waitk1_cond_s2), the two points its line at DAL 3
-# is drawn through, in lane A; MILk lambda 0.1 held's seed 1 in that order
-# (deen_cond2:milk_0.1_hold_cond_s1; paused at epoch 8 on 2026-12-07, its folder lost with that
-# machine) and SACT in the authors' Luong order (deen_step:sact_embed_luong_s1) in lane B. MILk
-# lambda 1 with noise 16's seeds 2 and 3 in the conditional order (deen_cond2:milk_1_noise16_cond_s2,
-# _s3) reached the rule's end on 2026-12-07 afternoon and evening. Wait-1 in that order
-# (deen_cond2:waitk1_cond_s1, the line below DAL 3.2) reached the rule's end on 2026-12-07 midday. MILk lambda 1 with noise 16
-# in the conditional order (deen_cond2:milk_1_noise16_cond_s1, level with that order's wait-3)
-# reached the rule's end on 2026-12-07 late morning; wait-3 in that order
-# (deen_cond:waitk3_cond_s1), MILk's best recipe there
+# The default rows (after 2026-12-07, late evening): the second seed of the conditional order's
+# wait-1 (deen_cond3:waitk1_cond_s2; its wait-3's, deen_cond3:waitk3_cond_s2, reached the rule's end
+# that evening), the last point its line at DAL 3 lacks, in lane A; MILk lambda 0.1 held's seed 1 in
+# that order (deen_cond2:milk_0.1_hold_cond_s1; paused at epoch 8 on 2026-12-07, its folder lost
+# with that machine) and SACT in the authors' Luong order (deen_step:sact_embed_luong_s1) in lane B.
+# MILk lambda 1 with noise 16's seeds 2 and 3 in the conditional order
+# (deen_cond2:milk_1_noise16_cond_s2, _s3) reached the rule's end on 2026-12-07 afternoon and
+# evening. Wait-1 in that order (deen_cond2:waitk1_cond_s1, the line below DAL 3.2) reached the
+# rule's end on 2026-12-07 midday. MILk lambda 1 with noise 16 in the conditional order
+# (deen_cond2:milk_1_noise16_cond_s1, level with that order's wait-3) reached the rule's end on
+# 2026-12-07 late morning; wait-3 in that order (deen_cond:waitk3_cond_s1), MILk's best recipe there
 # (deen_cond:milk_0.3_noise16_cond_s1: lambda 0.3, noise 16, at wait-5's lag) and wait-7
 # (deen_cond2:waitk7_cond_s1) reached the rule's end on 2026-12-07, wait-5 there
-# (deen_cond:waitk5_cond_s1) on 2026-12-06 late evening; MILk lambda 0.1 held
-# in the conditional order at seed 2 (deen_cond:milk_0.1_hold_cond_s2) and MoChA's second seed at
-# noise 4 (deen_mocha:mocha_0.1_s2) on 2026-12-06, flexible attention's
-# seeds 2 and 3 (deen_5:flexible_s2, deen_7:flexible_s3) on 2026-12-05 and 2026-12-06
-# (docs/results.md).
-# SACT's second and third seeds (deen_5:sact_embed_s2, deen_7:sact_embed_s3) and lstm_global's third
-# (deen_7:global_bi_s3) ran on 2026-12-05. MoChA at noise 16 (seeds 1-3, and
-# chunk 8 at seed 1) and hard monotonic attention with the same noise ran on 2026-12-04/05
-# (deen_mocha:mocha_0.1_noise16_s1.._s3, _chunk8_s1, deen_mocha:monotonic_0.1_noise16_s1;
-# docs/results.md).
+# (deen_cond:waitk5_cond_s1) on 2026-12-06 late evening; MILk lambda 0.1 held in the conditional
+# order at seed 2 (deen_cond:milk_0.1_hold_cond_s2) and MoChA's second seed at noise 4
+# (deen_mocha:mocha_0.1_s2) on 2026-12-06, flexible attention's seeds 2 and 3 (deen_5:flexible_s2,
+# deen_7:flexible_s3) on 2026-12-05 and 2026-12-06 (docs/results.md). SACT's second and third seeds
+# (deen_5:sact_embed_s2, deen_7:sact_embed_s3) and lstm_global's third (deen_7:global_bi_s3) ran on
+# 2026-12-05. MoChA at noise 16 (seeds 1-3, and chunk 8 at seed 1) and hard monotonic attention with
+# the same noise ran on 2026-12-04/05 (deen_mocha:mocha_0.1_noise16_s1.._s3, _chunk8_s1,
+# deen_mocha:monotonic_0.1_noise16_s1; docs/results.md).
 # A finished row named again is skipped.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
 OUT=$(arg_path "${2:-}" "$ROOT/outputs/claims/deen")
-LANE_A=${LANE_A:-"deen_cond3:waitk3_cond_s2 deen_cond3:waitk1_cond_s2"}
+LANE_A=${LANE_A:-"deen_cond3:waitk1_cond_s2"}
 LANE_B=${LANE_B:-"deen_cond2:milk_0.1_hold_cond_s1 deen_step:sact_embed_luong_s1"}
 LANES=${LANES:-2}
 [[ $LANES == 1 || $LANES == 2 ]] || usage_error "LANES=$LANES: valid values are 1 (one lane, two threads) \
