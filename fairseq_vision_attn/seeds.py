@@ -37,8 +37,9 @@ BLEU (``report.curve_weights``), so a group's mean distance is its own seeds' me
 baselines' means each times the group's mean weight on it. Its variance adds the group's
 (variance of its seeds / n) and each baseline's times that weight squared, with Welch-Satterthwaite
 degrees of freedom (a baseline of one seed that carries weight leaves the interval unknown, unless
-``--curve-exact`` names it: the baselines it names count as exact, no variance, and a report says
-so; naming every baseline gives Student's t on the group's own distances). With
+``--curve-exact`` names it: the baselines it names count as exact, with no variance, which a
+figure quoted from it should say; naming every baseline gives Student's t on the group's own
+distances). With
 ``--against`` the weights are the two groups' differences: at one latency the curve cancels and the
 test is Welch's on BLEU. The baselines' mean latencies are taken as exact (wait-k's DAL moves by
 hundredths between seeds).
@@ -139,6 +140,7 @@ def add_curve_distances(groups, baselines, metrics, exact=()):
                 )
             bleu = [values["BLEU"] for values in runs]
             points.append((statistics.fmean(values[metric] for values in runs), statistics.fmean(bleu)))
+            # an exact mean adds no variance (satterthwaite skips its degrees of freedom)
             terms.append((0.0, 1) if base in exact else mean_term(bleu))
         column = f"to_curve_{metric}"
         curve = Curve(column, terms)
