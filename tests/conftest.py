@@ -2,7 +2,6 @@
 
 import argparse
 import concurrent.futures
-import logging
 import os
 import shutil
 import subprocess
@@ -11,16 +10,15 @@ import sys
 import pytest
 import torch
 
-# fairseq's text-to-speech task logs "Please install tensorboardX" at INFO when imported; the
-# fairseq imports below come before the package's own register(), which quiets it, and under
-# pytest-xdist the worker's line was printed after the run's summary.
-logging.getLogger("fairseq.tasks.text_to_speech").setLevel(logging.WARNING)
+# The package before fairseq: its register() (run on import) quiets fairseq's import-time INFO
+# line "Please install tensorboardX", which under pytest-xdist a worker printed after the summary.
+import fairseq_vision_attn  # noqa: F401  (registers everything)
 
+# isort: split
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from filelock import FileLock
 
-import fairseq_vision_attn  # noqa: F401  (registers everything)
 from fairseq_vision_attn.models.lstm_attention import MODEL_NAME
 
 # One thread per process, unless the caller chose: pytest.ini runs two workers on two cores, and
