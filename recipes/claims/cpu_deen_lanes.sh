@@ -18,7 +18,9 @@
 # one De-En model outlasts a 3-hour session; a row resumes only where its folder survived.
 # The default rows (after 2026-12-08, early): MILk lambda 0.1 held's seed 1 in the conditional
 # order (deen_cond2:milk_0.1_hold_cond_s1; paused at epoch 8 on 2026-12-07, its folder lost with
-# that machine; started again on 2026-12-08) in lane A, SACT in the authors' Luong order
+# that machine; started again on 2026-12-08), then that order's wait-5 at seed 2
+# (deen_cond4:waitk5_cond_s2, the line at MILk's DAL 5) in lane A; MILk lambda 0.3 with noise 16's
+# seed 2 in that order (deen_cond4:milk_0.3_noise16_cond_s2), then SACT in the authors' Luong order
 # (deen_step:sact_embed_luong_s1) in lane B. The second seeds of that order's wait-1 and wait-3
 # (deen_cond3:waitk1_cond_s2, waitk3_cond_s2), the line at DAL 3 with two seeds a point, reached
 # the rule's end on 2026-12-08 and 2026-12-07 late evening.
@@ -43,8 +45,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"
 DATA_DIR=$(arg_path "${1:-}" "")
 OUT=$(arg_path "${2:-}" "$ROOT/outputs/claims/deen")
-LANE_A=${LANE_A:-"deen_cond2:milk_0.1_hold_cond_s1"}
-LANE_B=${LANE_B:-"deen_step:sact_embed_luong_s1"}
+LANE_A=${LANE_A:-"deen_cond2:milk_0.1_hold_cond_s1 deen_cond4:waitk5_cond_s2"}
+LANE_B=${LANE_B:-"deen_cond4:milk_0.3_noise16_cond_s2 deen_step:sact_embed_luong_s1"}
 LANES=${LANES:-2}
 [[ $LANES == 1 || $LANES == 2 ]] || usage_error "LANES=$LANES: valid values are 1 (one lane, two threads) \
 and 2 (two lanes side by side, one thread each)"
